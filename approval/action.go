@@ -1,0 +1,62 @@
+package approval
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Action is a kind of effect (email.send, slack.post_message, http.request).
+// Preview and execution come from the same normalized input: there is no
+// second "describe what you would do" path.
+type Action interface {
+	// Name is the action's contract name, e.g. "email.send".
+	Name() string
+	// Prepare validates and normalizes raw input, renders the preview, and
+	// for actions that change an existing remote object, snapshots the
+	// state it depends on. It may read remote state; it never writes.
+	// Returns invalid_input (with details.fields) or policy_denied (with
+	// details.rule).
+	Prepare(ctx context.Context, req PrepareRequest) (*Prepared, error)
+	// Execute carries out the stored operation exactly as prepared, passing
+	// the operation key downstream for deduplication. Returns the result to
+	// record, or an *ExecError that becomes the operation's error; any other
+	// error is recorded as execution_failed with an unknown outcome.
+	Execute(ctx context.Context, op *Operation) (json.RawMessage, error)
+}
+
+// PrepareRequest is the raw input of a prepare, with who asks for it.
+type PrepareRequest struct {
+	Principal *Principal
+	Input     json.RawMessage
+}
+
+// Prepared is an action's normalized view of a request.
+type Prepared struct {
+	// Input is the normalized input; it is stored canonicalized and is
+	// exactly what Execute receives.
+	Input any
+	// Preview renders Input for humans and the agent.
+	Preview Preview
+	// Scope is what the principal needs, e.g. "http.request:calendar".
+	Scope string
+	// Attrs are facts that routes may match on (e.g. "target").
+	Attrs map[string]string
+	// State binds the operation to the remote state it was prepared against.
+	State *StateBinding
+}
+
+// Rechecker is implemented by actions whose operations are bound to remote
+// state: it reports whether the state still matches, for the approval page
+// and Slack to warn before anyone approves. It returns a *ExecError with
+// code stale_state when the state moved on.
+type Rechecker interface {
+	Recheck(ctx context.Context, op *Operation) error
+}
+
+// Undoer is implemented by actions that can compensate a succeeded
+// operation: it returns the raw input of the compensating operation (which
+// goes through Prepare and approval like any other). Returns invalid_state
+// when the action or this operation cannot be undone.
+type Undoer interface {
+	UndoInput(ctx context.Context, op *Operation) (action string, input json.RawMessage, err error)
+}

@@ -1,0 +1,245 @@
+package approval_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/internal/redistest"
+	"github.com/countersign/countersign/store"
+	"github.com/redis/go-redis/v9"
+)
+
+// clock runs at real speed from a fixed start, and Add jumps it forward,
+// so timers fire while tests can still skip past windows.
+type clock struct {
+	mu    sync.Mutex
+	t     time.Time
+	start time.Time
+}
+
+func newClock() *clock {
+	return &clock{t: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), start: time.Now()}
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t.Add(time.Since(c.start))
+}
+
+func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// effect is a test action: it normalizes {"n": int, "note": string} and
+// counts executions, so tests can assert "exactly once".
+type effect struct {
+	runs  atomic.Int32
+	fail  atomic.Pointer[approval.ExecError]
+	mu    sync.Mutex
+	seen  []json.RawMessage
+	block chan struct{} // when set, Execute waits on it
+}
+
+func (e *effect) Name() string { return "test.effect" }
+
+func (e *effect) Prepare(_ context.Context, req approval.PrepareRequest) (*approval.Prepared, error) {
+	var in struct {
+		N    int    `json:"n"`
+		Note string `json:"note"`
+	}
+	if err := json.Unmarshal(req.Input, &in); err != nil {
+		return nil, approval.FieldErrors{{Field: "input", Reason: "not an object"}}.Err()
+	}
+	if in.N < 0 {
+		return nil, approval.PolicyDenied("negative", "n must not be negative")
+	}
+	return &approval.Prepared{Input: in, Preview: approval.Preview{Title: "Test effect", Summary: in.Note,
+		Fields: []approval.Field{{Name: "n", Label: "N", Value: json.Number(itoa(in.N)).String()}}}}, nil
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+func (e *effect) Execute(ctx context.Context, op *approval.Operation) (json.RawMessage, error) {
+	if e.block != nil {
+		<-e.block
+	}
+	e.runs.Add(1)
+	e.mu.Lock()
+	e.seen = append(e.seen, op.Input)
+	e.mu.Unlock()
+	if f := e.fail.Load(); f != nil {
+		return nil, f
+	}
+	return json.RawMessage(`{"ok":true}`), nil
+}
+
+// inbox is a notifier that keeps what it was asked to deliver, the way a
+// person's inbox would; failN makes the next N deliveries fail.
+type inbox struct {
+	mu      sync.Mutex
+	notices []approval.Notice
+	failN   atomic.Int32
+	got     chan struct{}
+}
+
+func newInbox() *inbox { return &inbox{got: make(chan struct{}, 1000)} }
+
+func (b *inbox) Notify(_ context.Context, n approval.Notice) (map[string]string, error) {
+	if b.failN.Add(-1) >= 0 {
+		return nil, errors.New("inbox unavailable")
+	}
+	b.mu.Lock()
+	b.notices = append(b.notices, n)
+	b.mu.Unlock()
+	b.got <- struct{}{}
+	return map[string]string{"n": itoa(len(b.notices))}, nil
+}
+
+// link waits for the notice to approver and returns its link token.
+func (b *inbox) link(t *testing.T, approver string) string {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		b.mu.Lock()
+		for _, n := range b.notices {
+			if n.Approver != nil && n.Approver.ID == approver && n.Link != "" {
+				b.mu.Unlock()
+				return tokenOf(n.Link)
+			}
+		}
+		b.mu.Unlock()
+		select {
+		case <-b.got:
+		case <-deadline:
+			t.Fatalf("no notice for %s", approver)
+		}
+	}
+}
+
+func (b *inbox) count() int { b.mu.Lock(); defer b.mu.Unlock(); return len(b.notices) }
+
+func tokenOf(link string) string {
+	const marker = "/a/"
+	for i := 0; i+len(marker) <= len(link); i++ {
+		if link[i:i+len(marker)] == marker {
+			return link[i+len(marker):]
+		}
+	}
+	return link
+}
+
+type harness struct {
+	svc    *approval.Service
+	store  *store.Redis
+	clock  *clock
+	effect *effect
+	inbox  *inbox
+	agent  *approval.Principal
+	writes atomic.Bool
+	events chan approval.Event
+}
+
+type opts struct {
+	required   int
+	approvers  []string
+	forbidSelf bool
+}
+
+func newHarness(t *testing.T, o opts) *harness {
+	t.Helper()
+	srv := redistest.Start(t)
+	return newHarnessOn(t, srv.Client(t), o)
+}
+
+func newHarnessOn(t *testing.T, rdb redis.UniversalClient, o opts) *harness {
+	t.Helper()
+	if o.required == 0 {
+		o.required = 1
+	}
+	if o.approvers == nil {
+		o.approvers = []string{"grace"}
+	}
+	h := &harness{
+		store: store.New(rdb, nil), clock: newClock(),
+		effect: &effect{}, inbox: newInbox(), events: make(chan approval.Event, 1000),
+		agent: &approval.Principal{ID: "agent", Scopes: []string{"test.effect"}, OnBehalfOf: "sam"},
+	}
+	h.store.Block = 100 * time.Millisecond
+	h.store.ClaimIdle = 500 * time.Millisecond
+	h.writes.Store(true)
+	t.Cleanup(func() { _ = h.store.Close() })
+	policy := &approval.Policy{
+		Principals: []*approval.Principal{h.agent},
+		Approvers: []*approval.Approver{
+			{ID: "grace", Name: "Grace Park", Email: "grace@example.com"},
+			{ID: "ada", Name: "Ada Lovelace", Email: "ada@example.com"},
+			{ID: "sam", Name: "Sam Lee", Email: "sam@example.com"},
+		},
+		Routes: []approval.RouteRule{{Name: "test", Match: approval.Match{Action: "test.effect"},
+			ApproverIDs: o.approvers, Required: o.required, Notify: []string{"console"}, ForbidSelfApproval: o.forbidSelf}},
+	}
+	svc, err := approval.NewService(approval.Config{
+		Store: h.store, Policy: policy, Actions: []approval.Action{h.effect},
+		Notifiers: map[string]approval.Notifier{"console": h.inbox}, Links: approval.RandomKeyring(),
+		PublicURL: "http://countersign.test", Now: h.clock.Now, Writes: h.writes.Load,
+		OnEvent:     []func(approval.Event){func(e approval.Event) { h.events <- e }},
+		WritesRetry: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.svc = svc
+	return h
+}
+
+// run starts workers and timers until the test ends.
+func (h *harness) run(t *testing.T, workers int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); h.svc.RunWorkers(ctx, h.store, "w", workers) }()
+	go func() { defer wg.Done(); h.svc.RunTimers(ctx, h.store, 20*time.Millisecond) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+func (h *harness) prepare(t *testing.T, n int) *approval.Operation {
+	t.Helper()
+	op, created, err := h.svc.Prepare(context.Background(), h.agent, approval.PrepareCall{
+		Action: "test.effect", Input: json.RawMessage(`{"n":` + itoa(n) + `,"note":"hello"}`)})
+	if err != nil || !created {
+		t.Fatalf("prepare: %v (created %v)", err, created)
+	}
+	return op
+}
+
+func (h *harness) send(t *testing.T, key string) *approval.Operation {
+	t.Helper()
+	op, err := h.svc.Send(context.Background(), h.agent, key)
+	if err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	return op
+}
+
+// waitStatus long-polls until the operation reaches want.
+func (h *harness) waitStatus(t *testing.T, key string, want approval.Status) *approval.Operation {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		op, err := h.svc.Wait(context.Background(), h.agent, key, time.Second)
+		if err != nil {
+			t.Fatalf("wait: %v", err)
+		}
+		if op.Status == want {
+			return op
+		}
+	}
+	op, _ := h.svc.Get(context.Background(), h.agent, key)
+	t.Fatalf("status = %s, want %s", op.Status, want)
+	return nil
+}

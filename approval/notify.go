@@ -1,0 +1,44 @@
+package approval
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Notifier reaches humans through one channel (email, console, slack, webhook).
+type Notifier interface {
+	// Notify delivers one approval request. The returned handle is kept
+	// with the operation so that later updates can edit the same message.
+	// A *RetryAfterError asks for a retry no sooner than its delay; any
+	// other error is retried with backoff.
+	Notify(ctx context.Context, n Notice) (map[string]string, error)
+}
+
+// Updater is implemented by channels whose messages can be edited in place
+// once the operation moves on (Slack).
+type Updater interface {
+	Update(ctx context.Context, d Delivery, m Message) error
+}
+
+// Notice is one notification to deliver.
+type Notice struct {
+	Job      Job
+	Message  Message
+	Approver *Approver // nil for shared targets such as a Slack channel
+	// Link is the approval page URL for this approver; empty when the job
+	// carries no link. It is a capability: never log it.
+	Link string
+}
+
+// RetryAfterError is returned by a notifier that was told to slow down.
+type RetryAfterError struct {
+	After time.Duration
+	Err   error
+}
+
+func (e *RetryAfterError) Error() string {
+	return fmt.Sprintf("retry after %s: %v", e.After, e.Err)
+}
+
+func (e *RetryAfterError) Unwrap() error { return e.Err }

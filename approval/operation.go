@@ -1,0 +1,221 @@
+package approval
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is where an operation is in its lifecycle (SPEC §2).
+type Status string
+
+const (
+	StatusDraft     Status = "draft"
+	StatusPending   Status = "pending_approval"
+	StatusApproved  Status = "approved"
+	StatusExecuting Status = "executing"
+	StatusSucceeded Status = "succeeded"
+	StatusFailed    Status = "failed"
+	StatusRejected  Status = "rejected"
+	StatusExpired   Status = "expired"
+	StatusCanceled  Status = "canceled"
+)
+
+// Statuses lists every status, in lifecycle order.
+var Statuses = []Status{StatusDraft, StatusPending, StatusApproved, StatusExecuting,
+	StatusSucceeded, StatusFailed, StatusRejected, StatusExpired, StatusCanceled}
+
+// Valid reports whether s is a known status.
+func (s Status) Valid() bool {
+	for _, v := range Statuses {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Terminal statuses never change again.
+func (s Status) Terminal() bool {
+	switch s {
+	case StatusSucceeded, StatusFailed, StatusRejected, StatusExpired, StatusCanceled:
+		return true
+	}
+	return false
+}
+
+// Expirable statuses end in expired when their window passes. An
+// executing operation never expires: its outcome is settled by an operator.
+func (s Status) Expirable() bool {
+	return s == StatusDraft || s == StatusPending || s == StatusApproved
+}
+
+// Operation is one proposed action with its exact normalized input.
+type Operation struct {
+	// Immutable from prepare on.
+	Key            string          `json:"operation_key"`
+	Action         string          `json:"action"`
+	Principal      string          `json:"principal"`
+	OnBehalfOf     string          `json:"on_behalf_of,omitempty"`
+	Input          json.RawMessage `json:"input"` // canonical (RFC 8785) normalized input
+	PayloadHash    string          `json:"payload_hash"`
+	Preview        Preview         `json:"preview"`
+	State          *StateBinding   `json:"state,omitempty"`
+	Route          Route           `json:"route"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	Undoes         string          `json:"undoes,omitempty"`
+	CreatedAt      time.Time       `json:"created_at"`
+
+	// Changed only by store transitions.
+	Status     Status          `json:"status"`
+	ExpiresAt  time.Time       `json:"expires_at"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+	SentAt     *time.Time      `json:"sent_at,omitempty"`
+	Jobs       []Job           `json:"jobs,omitempty"`
+	Approvals  []Decision      `json:"approvals,omitempty"`
+	Rejection  *Decision       `json:"rejection,omitempty"`
+	Deliveries []Delivery      `json:"deliveries,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Error      *OpError        `json:"error,omitempty"`
+	UndoneBy   string          `json:"undone_by,omitempty"`
+	// Version counts the changes of the operation; long-polls compare it.
+	Version int64 `json:"version"`
+}
+
+// Preview is what the human (and the agent) sees: built by the action from
+// the same normalized input that is executed.
+type Preview struct {
+	Title    string   `json:"title"`
+	Summary  string   `json:"summary"`
+	Fields   []Field  `json:"fields"`
+	Diff     []Change `json:"diff,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Field is one labelled value of a preview, shown verbatim.
+type Field struct {
+	Name  string `json:"name"`
+	Label string `json:"label"`
+	Value string `json:"value"`
+	// Long marks multi-line content (a message body) for display.
+	Long bool `json:"long,omitempty"`
+}
+
+// Change is one field of a diff. Before and After are JSON values; nil
+// means absent.
+type Change struct {
+	Field  string          `json:"field"`
+	Before json.RawMessage `json:"before"`
+	After  json.RawMessage `json:"after"`
+}
+
+// StateBinding is the state an operation was prepared against.
+type StateBinding struct {
+	Hash     string          `json:"hash"`
+	Snapshot json.RawMessage `json:"snapshot"`
+	ETag     string          `json:"etag,omitempty"`
+}
+
+// Route is the resolved policy of one operation, fixed at prepare.
+type Route struct {
+	Name               string        `json:"name"`
+	Approvers          []string      `json:"approvers"`
+	Required           int           `json:"required"`
+	Notify             []string      `json:"notify"`
+	ApprovalTTL        time.Duration `json:"approval_ttl"`
+	ForbidSelfApproval bool          `json:"forbid_self_approval,omitempty"`
+}
+
+// HasApprover reports whether id may decide under this route.
+func (r Route) HasApprover(id string) bool {
+	for _, a := range r.Approvers {
+		if a == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Job is one notification to deliver: a channel, and either an approver
+// (personal messages carrying their own capability) or a shared target
+// such as a Slack channel.
+type Job struct {
+	ID       string `json:"id"`
+	Channel  string `json:"channel"`
+	Target   string `json:"target,omitempty"`
+	Approver string `json:"approver,omitempty"`
+	// Link says the message carries a signed approval link.
+	Link bool `json:"link,omitempty"`
+}
+
+// Decision is one approver's approval or rejection.
+type Decision struct {
+	Approver    string    `json:"approver"`
+	Via         string    `json:"via"`
+	At          time.Time `json:"at"`
+	PayloadHash string    `json:"payload_hash"`
+	Reason      string    `json:"reason,omitempty"`
+}
+
+// Delivery records a notification that reached its channel. Handle holds
+// what a channel needs to edit the message later (Slack channel and ts).
+type Delivery struct {
+	Job     string            `json:"job"`
+	Channel string            `json:"channel"`
+	To      string            `json:"to"`
+	At      time.Time         `json:"at"`
+	Handle  map[string]string `json:"handle,omitempty"`
+}
+
+// OpError is the error of a failed operation.
+type OpError struct {
+	Code           Code           `json:"code"`
+	Message        string         `json:"message"`
+	OutcomeUnknown *bool          `json:"outcome_unknown,omitempty"`
+	Details        map[string]any `json:"details,omitempty"`
+}
+
+// ExecError is what an action returns when execution fails; it becomes the
+// operation's error.
+type ExecError struct {
+	Code           Code
+	Message        string
+	OutcomeUnknown bool
+	Details        map[string]any
+}
+
+func (e *ExecError) Error() string { return string(e.Code) + ": " + e.Message }
+
+// Approved reports whether approver has already approved.
+func (op *Operation) Decided(approver string) bool {
+	if op.Rejection != nil && op.Rejection.Approver == approver {
+		return true
+	}
+	for _, d := range op.Approvals {
+		if d.Approver == approver {
+			return true
+		}
+	}
+	return false
+}
+
+// EffectiveStatus is the status as of now: an expirable operation whose
+// window has passed is expired even before a worker records it.
+func (op *Operation) EffectiveStatus(now time.Time) Status {
+	if op.Status.Expirable() && !now.Before(op.ExpiresAt) {
+		return StatusExpired
+	}
+	return op.Status
+}
+
+// Event is one audit entry: every transition and decision.
+type Event struct {
+	Time        time.Time      `json:"time"`
+	Operation   string         `json:"operation_key"`
+	Event       string         `json:"event"`
+	Actor       string         `json:"actor"`
+	Channel     string         `json:"channel,omitempty"`
+	PayloadHash string         `json:"payload_hash"`
+	Status      Status         `json:"status,omitempty"`
+	Outcome     string         `json:"outcome,omitempty"`
+	Details     map[string]any `json:"details,omitempty"`
+}

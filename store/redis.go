@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -475,4 +476,52 @@ func IsUnavailable(err error) bool {
 	var se *storeError
 	var ne net.Error
 	return errors.As(err, &se) || errors.As(err, &ne)
+}
+
+// All lists operations for operators, newest first: the principal's from
+// its index, or every operation by scanning the keyspace (on every master
+// of a cluster).
+func (r *Redis) All(ctx context.Context, principal string, limit int) ([]*approval.Operation, error) {
+	if principal != "" {
+		return r.List(ctx, principal, limit)
+	}
+	var keys []string
+	var mu sync.Mutex
+	scan := func(ctx context.Context, c *redis.Client) error {
+		it := c.Scan(ctx, 0, prefix+"{op_*}:op", 500).Iterator()
+		for it.Next(ctx) {
+			k := strings.TrimSuffix(strings.TrimPrefix(it.Val(), prefix+"{"), "}:op")
+			mu.Lock()
+			keys = append(keys, k)
+			mu.Unlock()
+		}
+		return it.Err()
+	}
+	var err error
+	switch c := r.rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, scan)
+	case *redis.Client:
+		err = scan(ctx, c)
+	default:
+		return nil, fmt.Errorf("store: cannot scan with %T", r.rdb)
+	}
+	if err != nil {
+		return nil, unavailable("scan", err)
+	}
+	ops, err := r.getMany(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*approval.Operation, 0, len(ops))
+	for _, op := range ops {
+		if op != nil {
+			out = append(out, op)
+		}
+	}
+	slices.SortFunc(out, func(a, b *approval.Operation) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
 }

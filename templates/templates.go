@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-//go:embed *.tmpl
+//go:embed *.tmpl *.css
 var files embed.FS
 
 // Funcs are shared by text and HTML templates.
@@ -29,4 +29,14 @@ func HTML() (*htmltemplate.Template, error) {
 // Text parses every *.txt.tmpl template; each is named by its file name.
 func Text() (*texttemplate.Template, error) {
 	return texttemplate.New("").Funcs(Funcs).ParseFS(files, "*.txt.tmpl")
+}
+
+// Stylesheet is the CSS of the pages, served from /static so that the
+// Content-Security-Policy can forbid inline styles and scripts.
+func Stylesheet() []byte {
+	b, err := files.ReadFile("countersign.css")
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

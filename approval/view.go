@@ -1,0 +1,147 @@
+package approval
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// View is the operation as agents see it (REST and MCP): everything they
+// need to follow it, and never a capability.
+type View struct {
+	OperationKey      string          `json:"operation_key"`
+	Action            string          `json:"action"`
+	Status            Status          `json:"status"`
+	CreatedAt         time.Time       `json:"created_at"`
+	ExpiresAt         time.Time       `json:"expires_at"`
+	PayloadHash       string          `json:"payload_hash"`
+	StateHash         string          `json:"state_hash,omitempty"`
+	Input             json.RawMessage `json:"input"`
+	Preview           Preview         `json:"preview"`
+	Approval          ApprovalView    `json:"approval"`
+	Result            json.RawMessage `json:"result"`
+	Error             *OpError        `json:"error"`
+	Undoes            string          `json:"undoes,omitempty"`
+	UndoneBy          string          `json:"undone_by,omitempty"`
+	NextStep          string          `json:"next_step"`
+	RetryAfterSeconds *int            `json:"retry_after_seconds"`
+	Version           int64           `json:"version"`
+}
+
+// ApprovalView is who must decide and who did.
+type ApprovalView struct {
+	Required  int            `json:"required"`
+	Approvers []string       `json:"approvers"`
+	Approvals []ApprovalItem `json:"approvals"`
+	Rejection *ApprovalItem  `json:"rejection"`
+	Notified  []Notified     `json:"notified"`
+}
+
+// ApprovalItem is one decision as the agent sees it.
+type ApprovalItem struct {
+	Approver string    `json:"approver"`
+	Via      string    `json:"via"`
+	At       time.Time `json:"at"`
+	Reason   string    `json:"reason,omitempty"`
+}
+
+// Notified is one notification that reached its channel.
+type Notified struct {
+	Channel string    `json:"channel"`
+	To      string    `json:"to"`
+	At      time.Time `json:"at"`
+}
+
+// AgentView renders op for its principal as of now.
+func AgentView(op *Operation, now time.Time) View {
+	st := op.EffectiveStatus(now)
+	v := View{
+		OperationKey: op.Key, Action: op.Action, Status: st, CreatedAt: op.CreatedAt, ExpiresAt: op.ExpiresAt,
+		PayloadHash: op.PayloadHash, Input: op.Input, Preview: op.Preview, Result: op.Result, Error: op.Error,
+		Undoes: op.Undoes, UndoneBy: op.UndoneBy, Version: op.Version,
+		Approval: ApprovalView{Required: op.Route.Required, Approvers: op.Route.Approvers,
+			Approvals: []ApprovalItem{}, Notified: []Notified{}},
+	}
+	if op.State != nil {
+		v.StateHash = op.State.Hash
+	}
+	for _, d := range op.Approvals {
+		v.Approval.Approvals = append(v.Approval.Approvals, ApprovalItem{Approver: d.Approver, Via: d.Via, At: d.At})
+	}
+	if r := op.Rejection; r != nil {
+		v.Approval.Rejection = &ApprovalItem{Approver: r.Approver, Via: r.Via, At: r.At, Reason: r.Reason}
+	}
+	for _, d := range op.Deliveries {
+		v.Approval.Notified = append(v.Approval.Notified, Notified{Channel: d.Channel, To: d.To, At: d.At})
+	}
+	v.NextStep, v.RetryAfterSeconds = nextStep(op, st)
+	return v
+}
+
+func seconds(n int) *int { return &n }
+
+// nextStep tells the agent plainly what happened and what to do now.
+func nextStep(op *Operation, st Status) (string, *int) {
+	switch st {
+	case StatusDraft:
+		return fmt.Sprintf("Not sent. Nothing happens until a human approves it. Send it for approval with send_operation "+
+			"(POST /v1/operations/%s/send) before %s, or cancel it.", op.Key, op.ExpiresAt.Format(time.RFC3339)), nil
+	case StatusPending:
+		n := op.Route.Required - len(op.Approvals)
+		return fmt.Sprintf("Not done yet. Waiting for %d human approval(s) out of band (%s). You will not receive a token or link "+
+			"and cannot approve it yourself. Follow it with get_operation_status and wait_seconds (GET /v1/operations/%s?wait=30).",
+			n, channelsOf(op), op.Key), seconds(5)
+	case StatusApproved:
+		return "Approved by a human. countersign runs it itself shortly; poll for the result.", seconds(1)
+	case StatusExecuting:
+		return "Approved and running now; poll for the result.", seconds(1)
+	case StatusSucceeded:
+		return "Done: it ran once, exactly as approved. The outcome is in result.", nil
+	case StatusFailed:
+		if op.Error != nil {
+			switch op.Error.Code {
+			case CodeStaleState, CodePreconditionFailed:
+				return "Not done: the target changed after it was prepared, so nothing was written. Prepare it again " +
+					"so the human sees the current state.", nil
+			case CodeExecutionFailed:
+				if op.Error.OutcomeUnknown != nil && *op.Error.OutcomeUnknown {
+					return "It failed in a way that leaves the outcome unknown: it may have happened. Do not retry on your own; " +
+						"tell the user and let an operator check.", nil
+				}
+				return "Not done: it failed before anything was sent (see error). You may prepare it again.", nil
+			}
+		}
+		return "Not done: it failed (see error).", nil
+	case StatusRejected:
+		msg := "Rejected by a human. Do not send the same operation again."
+		if op.Rejection != nil && op.Rejection.Reason != "" {
+			msg = "Rejected by a human, who said: \"" + op.Rejection.Reason + "\". Do not send the same operation again; change it as asked or check with the user."
+		}
+		return msg, nil
+	case StatusExpired:
+		if op.SentAt == nil {
+			return "Expired as a draft: it was never sent. Prepare it again if it is still needed.", nil
+		}
+		return "Expired: it was not approved and run within the approval window. Nothing was done. Prepare and send it again if it is still needed.", nil
+	case StatusCanceled:
+		return "Canceled. Nothing was done.", nil
+	}
+	return "", nil
+}
+
+func channelsOf(op *Operation) string {
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range op.Route.Notify {
+		c, _, _ := strings.Cut(n, ":")
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return "no channel configured"
+	}
+	return "via " + strings.Join(out, " and ")
+}

@@ -1,0 +1,42 @@
+package web
+
+import (
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// DevMail is the development mailbox that email.send delivers into when no
+// SMTP server is configured.
+type DevMail interface {
+	List() []DevMessage
+}
+
+// DevMessage is one message in the development mailbox.
+type DevMessage struct {
+	ID      string
+	At      time.Time
+	From    string
+	To      []string
+	Subject string
+	Text    string
+	HTML    string
+	Raw     string
+}
+
+func (s *Server) devMailList(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	c.Type("html", "utf-8")
+	return s.pages.ExecuteTemplate(c, "devmail", fiber.Map{"Messages": s.cfg.DevMail.List()})
+}
+
+func (s *Server) devMailShow(c *fiber.Ctx) error {
+	for _, m := range s.cfg.DevMail.List() {
+		if m.ID == c.Params("id") {
+			c.Set(fiber.HeaderCacheControl, "no-store")
+			c.Type("txt", "utf-8")
+			return c.SendString(m.Raw)
+		}
+	}
+	return fiber.ErrNotFound
+}

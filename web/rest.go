@@ -1,0 +1,171 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/approval"
+	"github.com/gofiber/fiber/v2"
+)
+
+const principalLocal = "principal"
+
+// authenticate checks the bearer API key and the principal's rate limit.
+func (s *Server) authenticate(c *fiber.Ctx) error {
+	auth := c.Get(fiber.HeaderAuthorization)
+	key, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok && auth != "" {
+		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="countersign"`)
+		return approval.Errorf(approval.CodeUnauthenticated, "use Authorization: Bearer <api key>")
+	}
+	p, err := s.svc.Authenticate(strings.TrimSpace(key))
+	if err != nil {
+		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="countersign"`)
+		return err
+	}
+	if s.cfg.Limiter != nil {
+		ok, wait, err := s.cfg.Limiter.Allow(c.UserContext(), "api:"+p.ID, s.cfg.APIRate, time.Minute)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			secs := int(wait.Seconds()) + 1
+			return approval.Errorf(approval.CodeRateLimited, "more than %d requests a minute; retry in %d s", s.cfg.APIRate, secs).
+				WithDetails(map[string]any{"retry_after_seconds": secs})
+		}
+	}
+	c.Locals(principalLocal, p)
+	return c.Next()
+}
+
+func principal(c *fiber.Ctx) *approval.Principal {
+	return c.Locals(principalLocal).(*approval.Principal)
+}
+
+// decodeStrict decodes a JSON object body, refusing unknown fields and
+// trailing data, so that a typo in a field name is an error, not a default.
+// The Content-Type is not checked: only bearer-authenticated callers get
+// here, and a curl without -H should just work.
+func decodeStrict(c *fiber.Ctx, v any) error {
+	body := c.Body()
+	if len(bytes.TrimSpace(body)) == 0 {
+		return approval.Errorf(approval.CodeInvalidInput, "request body is empty; send a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var ute *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &ute):
+			return approval.FieldErrors{{Field: ute.Field, Reason: "must be " + ute.Type.String()}}.Err()
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return approval.FieldErrors{{Field: f, Reason: "unknown field"}}.Err()
+		}
+		return approval.Errorf(approval.CodeInvalidInput, "request body is not valid JSON")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return approval.Errorf(approval.CodeInvalidInput, "request body has data after the JSON object")
+	}
+	return nil
+}
+
+func (s *Server) view(op *approval.Operation) approval.View {
+	return approval.AgentView(op, s.svc.Now())
+}
+
+func (s *Server) prepare(c *fiber.Ctx) error {
+	var req approval.PrepareCall
+	if err := decodeStrict(c, &req); err != nil {
+		return err
+	}
+	if h := c.Get("Idempotency-Key"); h != "" {
+		if req.IdempotencyKey != "" && req.IdempotencyKey != h {
+			return approval.FieldErrors{{Field: "idempotency_key", Reason: "differs from the Idempotency-Key header"}}.Err()
+		}
+		req.IdempotencyKey = h
+	}
+	if req.Action == "" {
+		return approval.FieldErrors{{Field: "action", Reason: "required"}}.Err()
+	}
+	op, created, err := s.svc.Prepare(c.UserContext(), principal(c), req)
+	if err != nil {
+		return err
+	}
+	status := fiber.StatusOK
+	if created {
+		status = fiber.StatusCreated
+	}
+	c.Set(fiber.HeaderLocation, "/v1/operations/"+op.Key)
+	return c.Status(status).JSON(s.view(op))
+}
+
+func (s *Server) get(c *fiber.Ctx) error {
+	wait := 0
+	if w := c.Query("wait"); w != "" {
+		n, err := strconv.Atoi(w)
+		if err != nil || n < 0 || n > 30 {
+			return approval.FieldErrors{{Field: "wait", Reason: "must be a whole number of seconds from 0 to 30"}}.Err()
+		}
+		wait = n
+	}
+	op, err := s.svc.Wait(c.UserContext(), principal(c), c.Params("key"), time.Duration(wait)*time.Second)
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.JSON(s.view(op))
+}
+
+func (s *Server) send(c *fiber.Ctx) error {
+	op, err := s.svc.Send(c.UserContext(), principal(c), c.Params("key"))
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusAccepted).JSON(s.view(op))
+}
+
+func (s *Server) cancel(c *fiber.Ctx) error {
+	op, err := s.svc.Cancel(c.UserContext(), principal(c), c.Params("key"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(s.view(op))
+}
+
+func (s *Server) undo(c *fiber.Ctx) error {
+	op, created, err := s.svc.PrepareUndo(c.UserContext(), principal(c), c.Params("key"))
+	if err != nil {
+		return err
+	}
+	status := fiber.StatusOK
+	if created {
+		status = fiber.StatusCreated
+	}
+	return c.Status(status).JSON(s.view(op))
+}
+
+func (s *Server) list(c *fiber.Ctx) error {
+	ops, err := s.svc.List(c.UserContext(), principal(c), approval.Status(c.Query("status")))
+	if err != nil {
+		return err
+	}
+	views := make([]approval.View, len(ops))
+	for i, op := range ops {
+		views[i] = s.view(op)
+	}
+	return c.JSON(fiber.Map{"operations": views})
+}
+
+func (s *Server) events(c *fiber.Ctx) error {
+	evs, err := s.svc.Events(c.UserContext(), principal(c), c.Params("key"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"events": evs})
+}

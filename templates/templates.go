@@ -16,8 +16,8 @@ var files embed.FS
 
 // Funcs are shared by text and HTML templates.
 var Funcs = map[string]any{
-	"time": func(t time.Time) string { return t.UTC().Format("Mon 2 Jan 2006 15:04 MST") },
-	"join": strings.Join,
+	"time":  func(t time.Time) string { return t.UTC().Format("Mon 2 Jan 2006 15:04 MST") },
+	"join":  strings.Join,
 	"upper": strings.ToUpper,
 }
 

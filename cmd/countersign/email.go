@@ -1,10 +1,77 @@
 package main
 
 import (
+	"fmt"
+	"net/mail"
+	"slices"
+	"strconv"
+
+	actemail "github.com/countersign/countersign/action/email"
 	"github.com/countersign/countersign/config"
+	"github.com/countersign/countersign/mailer"
+	notifyemail "github.com/countersign/countersign/notify/email"
+	"github.com/countersign/countersign/web"
 )
 
-// emailEffects wires email.send and the email channel.
+// emailEffects wires email.send and the email channel. With
+// COUNTERSIGN_SMTP_URL both send through that server. Without it, in
+// development mode only, email.send delivers into an in-memory mailbox
+// shown at /dev/mail; approval requests never go there, because anyone who
+// can open /dev/mail (the agent included) could read the links in them.
 func (m *Main) emailEffects(e *effects, file *config.File, dev bool) error {
+	var sender mailer.Sender
+	var from mail.Address
+	if u := m.get("COUNTERSIGN_SMTP_URL", ""); u != "" {
+		cfg, err := mailer.ParseURL(u)
+		if err != nil {
+			return fmt.Errorf("COUNTERSIGN_SMTP_URL: %w", err)
+		}
+		from = cfg.From
+		if file.Settings.EmailFrom != "" {
+			a, err := mail.ParseAddress(file.Settings.EmailFrom)
+			if err != nil {
+				return fmt.Errorf("settings.email_from: %w", err)
+			}
+			from = *a
+		}
+		sender = mailer.NewSMTP(cfg)
+		n, err := notifyemail.New(sender, from)
+		if err != nil {
+			return err
+		}
+		e.notifiers["email"] = n
+	} else if dev {
+		box := mailer.NewDevMailbox(100)
+		sender, from = box, mail.Address{Name: "countersign (development)", Address: "countersign@localhost"}
+		e.devMail = devMailbox{box}
+	} else {
+		if slices.Contains(file.Channels(), "email") {
+			return fmt.Errorf("a route notifies by email but COUNTERSIGN_SMTP_URL is not set")
+		}
+		return nil // no email.send without an SMTP server outside development
+	}
+	a, err := actemail.New(sender, from, actemail.Limits{
+		MaxRecipients: file.Limits.Email.MaxRecipients, AllowedDomains: file.Limits.Email.AllowedDomains,
+	})
+	if err != nil {
+		return err
+	}
+	e.actions = append(e.actions, a)
 	return nil
+}
+
+// devMailbox shows the development mailbox on /dev/mail.
+type devMailbox struct{ box *mailer.DevMailbox }
+
+func (d devMailbox) List() []web.DevMessage {
+	var out []web.DevMessage
+	for _, m := range d.box.List() {
+		var to []string
+		for _, a := range m.Message.To {
+			to = append(to, a.String())
+		}
+		out = append(out, web.DevMessage{ID: strconv.Itoa(m.ID), At: m.ReceivedAt, From: m.Message.From.String(), To: to,
+			Subject: m.Message.Subject, Text: m.Message.Text, HTML: m.Message.HTML, Raw: string(m.Raw)})
+	}
+	return out
 }

@@ -1,0 +1,224 @@
+// Package email is the email.send action: an agent prepares an email, a
+// human approves the exact message, and countersign sends it once.
+//
+// The normalized input (Input) is the single source of the preview, the
+// payload hash and the message that Execute sends, so what the approver
+// read is what the recipients get.
+package email
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/mail"
+	"strings"
+	"unicode"
+
+	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/mailer"
+)
+
+// Name is the action's contract name.
+const Name = "email.send"
+
+// Limits are the policy gates of email.send from the config file
+// (limits: email.send: {max_recipients, allowed_domains}).
+type Limits struct {
+	// MaxRecipients caps to+cc+bcc; 0 means only the hard ceiling of
+	// HardMaxRecipients applies.
+	MaxRecipients int
+	// AllowedDomains, when non-empty, is the list of recipient domains
+	// allowed. Matching is exact ("client.example" does not allow
+	// "eu.client.example"), because a subdomain can belong to someone
+	// else; write "*.client.example" to allow every subdomain (but not
+	// client.example itself; list both for both). Internationalized names
+	// may be written in Unicode or punycode.
+	AllowedDomains []string
+}
+
+// Action implements email.send.
+type Action struct {
+	sender  mailer.Sender
+	from    Address
+	max     int
+	exact   map[string]bool
+	suffix  []string // ".client.example" for "*.client.example"
+	limited bool
+}
+
+var _ approval.Action = (*Action)(nil)
+
+// New returns the action sending through sender as from. It fails on an
+// allowed domain that is not a valid domain name, so a typo in the config
+// stops the start instead of silently refusing every email.
+func New(sender mailer.Sender, from mail.Address, limits Limits) (*Action, error) {
+	if sender == nil {
+		return nil, errors.New("email.send: no sender")
+	}
+	// The sender is configuration, not agent input: it may be on a
+	// single-label host such as localhost in development.
+	if _, err := mail.ParseAddress(from.String()); err != nil || strings.IndexFunc(from.Name, unicode.IsControl) >= 0 {
+		return nil, fmt.Errorf("email.send: from address %q is invalid", from.Address)
+	}
+	at := strings.LastIndexByte(from.Address, '@')
+	f := Address{Name: strings.TrimSpace(from.Name), Address: from.Address[:at] + "@" + strings.ToLower(from.Address[at+1:])}
+	if limits.MaxRecipients < 0 {
+		return nil, errors.New("email.send: max_recipients must not be negative")
+	}
+	a := &Action{sender: sender, from: f, max: limits.MaxRecipients, exact: map[string]bool{},
+		limited: len(limits.AllowedDomains) > 0}
+	for _, d := range limits.AllowedDomains {
+		wild := strings.HasPrefix(d, "*.")
+		n, err := normalizeDomain(strings.TrimPrefix(d, "*."))
+		if err != nil {
+			return nil, fmt.Errorf("email.send: allowed domain %q: %v", d, err)
+		}
+		if wild {
+			a.suffix = append(a.suffix, "."+n)
+		} else {
+			a.exact[n] = true
+		}
+	}
+	return a, nil
+}
+
+// Name returns "email.send".
+func (a *Action) Name() string { return Name }
+
+// Prepare validates and normalizes the agent's input and renders the
+// preview. Returns invalid_input listing every bad field (details.fields),
+// or policy_denied with details.rule max_recipients or allowed_domains.
+// It sends nothing.
+func (a *Action) Prepare(_ context.Context, req approval.PrepareRequest) (*approval.Prepared, error) {
+	in, fe := normalize(req.Input, a.from)
+	if err := fe.Err(); err != nil {
+		return nil, err
+	}
+	if err := a.checkPolicy(&in); err != nil {
+		return nil, err
+	}
+	return &approval.Prepared{
+		Input:   in,
+		Preview: preview(&in),
+		Scope:   Name,
+		Attrs:   map[string]string{"action": Name},
+	}, nil
+}
+
+func (a *Action) checkPolicy(in *Input) error {
+	rcpts := in.recipients()
+	if a.max > 0 && len(rcpts) > a.max {
+		e := approval.PolicyDenied("max_recipients", "%d recipients; this service allows at most %d per email", len(rcpts), a.max)
+		e.Details["max"] = a.max
+		e.Details["count"] = len(rcpts)
+		return e
+	}
+	if !a.limited {
+		return nil
+	}
+	var refused []string
+	for _, r := range rcpts {
+		if !a.allowed(r.domain()) {
+			refused = append(refused, r.Address)
+		}
+	}
+	if len(refused) > 0 {
+		e := approval.PolicyDenied("allowed_domains", "recipient domain not allowed: %s", strings.Join(refused, ", "))
+		e.Details["addresses"] = refused
+		return e
+	}
+	return nil
+}
+
+func (a *Action) allowed(domain string) bool {
+	if a.exact[domain] {
+		return true
+	}
+	for _, s := range a.suffix {
+		if strings.HasSuffix(domain, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// Result is what a sent email records on its operation.
+type Result struct {
+	MessageID string   `json:"message_id"`
+	Accepted  []string `json:"accepted"`
+}
+
+// MessageID is the Message-ID (without angle brackets) of the email an
+// operation sends. It is derived from the operation key alone, so a
+// manual retry of an operation whose outcome was unknown carries the same
+// id and mail systems can recognise the duplicate.
+func MessageID(opKey string) string { return opKey + "@countersign" }
+
+// Execute sends the stored normalized input of op, and nothing else.
+// Failures are *approval.ExecError with code execution_failed; their
+// OutcomeUnknown is true only when the email may have gone out.
+func (a *Action) Execute(ctx context.Context, op *approval.Operation) (json.RawMessage, error) {
+	if !approval.ValidOperationKey(op.Key) {
+		return nil, &approval.ExecError{Code: approval.CodeExecutionFailed, Message: "invalid operation key; nothing was sent"}
+	}
+	var in Input
+	dec := json.NewDecoder(strings.NewReader(string(op.Input)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil || len(in.recipients()) == 0 || in.From.Address == "" {
+		return nil, &approval.ExecError{Code: approval.CodeExecutionFailed, Message: "the stored email input is unreadable; nothing was sent"}
+	}
+	m := message(&in, op.Key)
+	accepted, err := a.sender.Send(ctx, m)
+	if err != nil {
+		e := &approval.ExecError{Code: approval.CodeExecutionFailed, OutcomeUnknown: mailer.OutcomeUnknown(err),
+			Message: "sending the email failed; it may or may not have been delivered"}
+		var se *mailer.SendError
+		if errors.As(err, &se) {
+			e.Message = se.Message()
+			e.Details = map[string]any{"stage": string(se.Stage)}
+			if se.Code != 0 {
+				e.Details["smtp_code"] = se.Code
+			}
+		}
+		return nil, e
+	}
+	if accepted == nil {
+		accepted = []string{}
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // keep "<op_…@countersign>" readable
+	if err := enc.Encode(Result{MessageID: "<" + m.MessageID + ">", Accepted: accepted}); err != nil {
+		return nil, err // unreachable; a foreign error is recorded as outcome unknown, true here
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// message builds the email of in for operation opKey.
+func message(in *Input, opKey string) *mailer.Message {
+	conv := func(l []Address) []mail.Address {
+		var out []mail.Address
+		for _, a := range l {
+			out = append(out, a.mail())
+		}
+		return out
+	}
+	m := &mailer.Message{
+		From:      in.From.mail(),
+		To:        conv(in.To),
+		Cc:        conv(in.Cc),
+		Bcc:       conv(in.Bcc),
+		Subject:   in.Subject,
+		Text:      in.Text,
+		HTML:      in.HTML,
+		MessageID: MessageID(opKey),
+		Headers:   map[string]string{"X-Countersign-Operation": opKey},
+	}
+	if in.ReplyTo != nil {
+		r := in.ReplyTo.mail()
+		m.ReplyTo = &r
+	}
+	return m
+}

@@ -1,0 +1,120 @@
+package email
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/countersign/countersign/approval"
+)
+
+// preview renders in for the approver and the agent. Every field shows the
+// normalized value that Execute sends, verbatim.
+func preview(in *Input) approval.Preview {
+	join := func(l []Address) string {
+		s := make([]string, len(l))
+		for i, a := range l {
+			s[i] = a.String()
+		}
+		return strings.Join(s, ", ")
+	}
+	rcpts := in.recipients()
+	p := approval.Preview{
+		Title:   "Send an email to " + rcpts[0].Address,
+		Summary: summary(in),
+	}
+	if len(rcpts) > 1 {
+		p.Title += fmt.Sprintf(" and %d other%s", len(rcpts)-1, plural(len(rcpts)-1))
+	}
+	add := func(name, label, value string, long bool) {
+		p.Fields = append(p.Fields, approval.Field{Name: name, Label: label, Value: value, Long: long})
+	}
+	add("from", "From", in.From.String(), false)
+	if len(in.To) > 0 {
+		add("to", "To", join(in.To), false)
+	}
+	if len(in.Cc) > 0 {
+		add("cc", "Cc", join(in.Cc), false)
+	}
+	if len(in.Bcc) > 0 {
+		add("bcc", "Bcc", join(in.Bcc), false)
+	}
+	if in.ReplyTo != nil {
+		add("reply_to", "Reply-To", in.ReplyTo.String(), false)
+	}
+	add("subject", "Subject", in.Subject, false)
+	add("text", "Text", in.Text, true)
+	if in.HTML != "" {
+		add("html", "HTML source", in.HTML, true)
+	}
+	p.Warnings = warnings(in)
+	return p
+}
+
+func summary(in *Input) string {
+	subject := in.Subject
+	if utf8.RuneCountInString(subject) > 80 {
+		subject = string([]rune(subject)[:79]) + "…"
+	}
+	n := len(in.recipients())
+	var parts []string
+	for _, c := range []struct {
+		label string
+		n     int
+	}{{"to", len(in.To)}, {"cc", len(in.Cc)}, {"bcc", len(in.Bcc)}} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.label))
+		}
+	}
+	return fmt.Sprintf("Email %q from %s to %d recipient%s (%s).", subject, in.From.Address, n, plural(n), strings.Join(parts, ", "))
+}
+
+// warnings: "irreversible" first (a stable token clients may match), then
+// plain sentences about what deserves a second look.
+func warnings(in *Input) []string {
+	w := []string{"irreversible"}
+	if n := len(in.Bcc); n > 0 {
+		w = append(w, fmt.Sprintf("%d hidden (Bcc) recipient%s, not shown to the other recipients: %s.", n, plural(n), list(addresses(in.Bcc))))
+	}
+	own := in.From.domain()
+	var external, idn []string
+	for _, r := range in.recipients() {
+		d := r.domain()
+		if d != own && !strings.HasSuffix(d, "."+own) {
+			external = append(external, r.Address)
+		}
+		if strings.HasPrefix(d, "xn--") || strings.Contains(d, ".xn--") {
+			idn = append(idn, r.Address)
+		}
+	}
+	if len(external) > 0 && strings.Contains(own, ".") {
+		w = append(w, fmt.Sprintf("Recipients outside %s: %s.", own, list(external)))
+	}
+	if len(idn) > 0 {
+		w = append(w, fmt.Sprintf("Internationalized domain shown in its ASCII form; check it is the one you expect: %s.", list(idn)))
+	}
+	return w
+}
+
+func addresses(l []Address) []string {
+	s := make([]string, len(l))
+	for i, a := range l {
+		s[i] = a.Address
+	}
+	return s
+}
+
+func list(s []string) string {
+	const show = 5
+	if len(s) <= show {
+		return strings.Join(s, ", ")
+	}
+	return strings.Join(s[:show], ", ") + fmt.Sprintf(" and %d more", len(s)-show)
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

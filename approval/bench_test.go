@@ -1,0 +1,86 @@
+package approval_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/internal/redistest"
+)
+
+// Benchmarks run against REDIS_URL when set (the numbers that matter),
+// else against the embedded miniredis:
+//
+//	REDIS_URL=redis://127.0.0.1:6379/15 go test -run '^$' -bench . -benchtime 2000x ./approval/
+
+func benchHarness(b *testing.B) *harness {
+	srv := redistest.Start(b)
+	return newHarnessOn(b, srv.Client(b), opts{})
+}
+
+// BenchmarkPrepare measures a whole prepare: validation, canonical JSON,
+// payload hash, route resolution and the create script.
+func BenchmarkPrepare(b *testing.B) {
+	h := benchHarness(b)
+	input := json.RawMessage(`{"n":1,"note":"benchmark"}`)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, _, err := h.svc.Prepare(bg, h.agent, approval.PrepareCall{Action: "test.effect", Input: input}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkClaim measures the claim script (approved → executing): Win
+// claims a fresh approved operation each time; Lose is the contended case,
+// a claim on an operation someone else already holds.
+func BenchmarkClaim(b *testing.B) {
+	move := func(now time.Time) approval.MoveTransition {
+		return approval.MoveTransition{From: []approval.Status{approval.StatusApproved}, To: approval.StatusExecuting,
+			Now: now, Unexpired: true, TTL: time.Hour}
+	}
+	b.Run("Win", func(b *testing.B) {
+		h := benchHarness(b)
+		keys := make([]string, 0, b.N)
+		for range b.N {
+			keys = append(keys, approvedOp(b, h))
+		}
+		now := h.clock.Now()
+		b.ResetTimer()
+		for i := range b.N {
+			if _, won, err := h.store.Move(bg, keys[i], move(now)); err != nil || !won {
+				b.Fatalf("claim: %v %v", won, err)
+			}
+		}
+	})
+	b.Run("Lose", func(b *testing.B) {
+		h := benchHarness(b)
+		key := approvedOp(b, h)
+		now := h.clock.Now()
+		if _, won, err := h.store.Move(bg, key, move(now)); err != nil || !won {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		for b.Loop() {
+			if _, won, err := h.store.Move(bg, key, move(now)); err != nil || won {
+				b.Fatalf("second claim won: %v", err)
+			}
+		}
+	})
+}
+
+func approvedOp(b *testing.B, h *harness) string {
+	op, _, err := h.svc.Prepare(bg, h.agent, approval.PrepareCall{Action: "test.effect", Input: json.RawMessage(`{"n":1}`)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := h.svc.Send(bg, h.agent, op.Key); err != nil {
+		b.Fatal(err)
+	}
+	if _, res, err := h.svc.DecideAs(bg, op.Key, "grace", "slack", op.PayloadHash, true, ""); err != nil || res.Outcome != approval.DecideApproved {
+		b.Fatalf("approve: %v %v", res, err)
+	}
+	return op.Key
+}

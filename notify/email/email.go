@@ -1,0 +1,222 @@
+// Package email is the email channel: one approval request per approver,
+// with the exact preview the agent saw and a link to the approval page.
+//
+// The link is a capability. It appears once in each body, and never in a
+// log line, an error or a header.
+package email
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	htmltemplate "html/template"
+	"net/mail"
+	"strings"
+	texttemplate "text/template"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/mailer"
+	"github.com/countersign/countersign/templates"
+)
+
+// Template names in package templates.
+const (
+	textTemplate = "email_approval.txt.tmpl"
+	htmlTemplate = "email_approval.html.tmpl"
+)
+
+// Notifier sends approval request emails.
+type Notifier struct {
+	sender mailer.Sender
+	from   mail.Address
+	text   *texttemplate.Template
+	html   *htmltemplate.Template
+}
+
+var _ approval.Notifier = (*Notifier)(nil)
+
+// New returns a notifier sending through sender as from. It parses the
+// templates now, so a missing or broken template stops the start.
+func New(sender mailer.Sender, from mail.Address) (*Notifier, error) {
+	if sender == nil {
+		return nil, errors.New("notify/email: no sender")
+	}
+	if _, err := mail.ParseAddress(from.String()); err != nil {
+		return nil, fmt.Errorf("notify/email: from address %q is invalid", from.Address)
+	}
+	tt, err := templates.Text()
+	if err != nil {
+		return nil, fmt.Errorf("notify/email: text templates: %w", err)
+	}
+	ht, err := templates.HTML()
+	if err != nil {
+		return nil, fmt.Errorf("notify/email: html templates: %w", err)
+	}
+	n := &Notifier{sender: sender, from: from, text: tt.Lookup(textTemplate), html: ht.Lookup(htmlTemplate)}
+	if n.text == nil || n.html == nil {
+		return nil, fmt.Errorf("notify/email: templates %s and %s are required", textTemplate, htmlTemplate)
+	}
+	return n, nil
+}
+
+// MessageID is the Message-ID (without angle brackets) of the request
+// email for one approver of one operation. Redelivering the same notice
+// produces the same id, so mail clients show it once.
+func MessageID(opKey, approverID string) string {
+	sum := sha256.Sum256([]byte(approverID))
+	return opKey + ".approval." + hex.EncodeToString(sum[:8]) + "@countersign"
+}
+
+// Notify sends one approval request to n.Approver.Email and returns the
+// handle {"message_id": "<…>"}. Errors name the operation and approver,
+// never the link; a *mailer.SendError inside says whether it may have
+// been delivered (a retry then carries the same Message-ID).
+func (nt *Notifier) Notify(ctx context.Context, n approval.Notice) (map[string]string, error) {
+	m, err := nt.build(n)
+	if err != nil {
+		return nil, redact(err, n.Link)
+	}
+	if _, err := nt.sender.Send(ctx, m); err != nil {
+		return nil, redact(fmt.Errorf("notify/email: %s to approver %s: %w", n.Message.OperationKey, n.Approver.ID, err), n.Link)
+	}
+	return map[string]string{"message_id": "<" + m.MessageID + ">"}, nil
+}
+
+// build renders the email of a notice.
+func (nt *Notifier) build(n approval.Notice) (*mailer.Message, error) {
+	op := n.Message.OperationKey
+	if !approval.ValidOperationKey(op) {
+		return nil, errors.New("notify/email: notice has no valid operation key")
+	}
+	a := n.Approver
+	if a == nil {
+		return nil, fmt.Errorf("notify/email: %s: email notices go to one approver, and this one has none", op)
+	}
+	if a.Email == "" {
+		return nil, fmt.Errorf("notify/email: %s: approver %s has no email address", op, a.ID)
+	}
+	to, err := mail.ParseAddress(a.Email)
+	if err != nil {
+		return nil, fmt.Errorf("notify/email: %s: approver %s: email address %q is invalid", op, a.ID, a.Email)
+	}
+	to.Name = oneLine(a.Name, 100)
+	if n.Link != "" && !strings.HasPrefix(n.Link, "https://") && !strings.HasPrefix(n.Link, "http://") {
+		return nil, fmt.Errorf("notify/email: %s: the approval link is not an http(s) URL", op)
+	}
+
+	v := newView(n)
+	var text, html bytes.Buffer
+	if err := nt.text.Execute(&text, v); err != nil {
+		return nil, fmt.Errorf("notify/email: %s: text template: %w", op, err)
+	}
+	if err := nt.html.Execute(&html, v); err != nil {
+		return nil, fmt.Errorf("notify/email: %s: html template: %w", op, err)
+	}
+	return &mailer.Message{
+		From:      nt.from,
+		To:        []mail.Address{*to},
+		Subject:   "Approval needed: " + oneLine(n.Message.Title, 150),
+		Text:      text.String(),
+		HTML:      html.String(),
+		MessageID: MessageID(op, a.ID),
+		Headers: map[string]string{
+			"X-Countersign-Operation":  op,
+			"Auto-Submitted":           "auto-generated", // RFC 3834: no auto-replies
+			"X-Auto-Response-Suppress": "All",
+		},
+	}, nil
+}
+
+// redact removes the link from an error's text. The result does not wrap
+// err when it had to change anything, so the link cannot leak through
+// Unwrap either.
+func redact(err error, link string) error {
+	if link == "" || !strings.Contains(err.Error(), link) {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), link, "[approval link]"))
+}
+
+// oneLine makes s safe for a header: control characters become spaces,
+// runs of spaces collapse, and it is cut to max characters.
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
+	if utf8.RuneCountInString(s) > max {
+		s = string([]rune(s)[:max-1]) + "…"
+	}
+	return s
+}
+
+// view is the data of the email templates.
+type view struct {
+	Approver     string
+	Title        string
+	Summary      string
+	Fields       []field
+	Diff         []change
+	Warnings     []string
+	Requester    string
+	OnBehalfOf   string
+	OperationKey string
+	Action       string
+	ShortHash    string
+	ExpiresAt    time.Time
+	Required     int
+	Link         string
+}
+
+type field struct {
+	approval.Field
+	// Block is Value ending in a line break, for text layout.
+	Block string
+}
+
+type change struct{ Field, Before, After string }
+
+// warningText spells out the stable warning tokens actions use.
+var warningText = map[string]string{
+	"irreversible": "Irreversible: once it runs, it cannot be undone.",
+}
+
+func newView(n approval.Notice) view {
+	m := n.Message
+	v := view{
+		Title: m.Title, Summary: m.Summary, Requester: m.Requester, OnBehalfOf: m.OnBehalfOf,
+		OperationKey: m.OperationKey, Action: m.Action, ShortHash: m.ShortHash(),
+		ExpiresAt: m.ExpiresAt, Required: m.Required, Link: n.Link,
+	}
+	if n.Approver != nil {
+		v.Approver = n.Approver.DisplayName()
+	}
+	for _, f := range m.Fields {
+		b := f.Value
+		if !strings.HasSuffix(b, "\n") {
+			b += "\n"
+		}
+		v.Fields = append(v.Fields, field{Field: f, Block: b})
+	}
+	for _, c := range m.Diff {
+		v.Diff = append(v.Diff, change{Field: c.Field, Before: jsonValue(c.Before), After: jsonValue(c.After)})
+	}
+	for _, w := range m.Warnings {
+		if t, ok := warningText[w]; ok {
+			w = t
+		}
+		v.Warnings = append(v.Warnings, w)
+	}
+	return v
+}
+
+// jsonValue shows a diff side: its JSON verbatim, or "(absent)" for nil.
+func jsonValue(raw []byte) string {
+	if len(raw) == 0 {
+		return "(absent)"
+	}
+	return string(raw)
+}

@@ -14,6 +14,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -68,7 +70,9 @@ type serviceOpts struct {
 
 type testService struct {
 	*Main
-	Stderr   *syncBuffer
+	Stderr *syncBuffer
+	// Transcript holds every response body that call returned.
+	Transcript *syncBuffer
 	RedisURL string
 	APIKey   string
 	opts     serviceOpts
@@ -98,7 +102,7 @@ func startService(t testing.TB, o serviceOpts) *testService {
 	for k, v := range o.Env {
 		env[k] = v
 	}
-	s := &testService{Stderr: &syncBuffer{}, RedisURL: o.RedisURL, APIKey: testAPIKey, opts: o}
+	s := &testService{Stderr: &syncBuffer{}, Transcript: &syncBuffer{}, RedisURL: o.RedisURL, APIKey: testAPIKey, opts: o}
 	s.Main = &Main{
 		Env:    func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 		Stderr: s.Stderr, Workers: o.Workers, Now: o.Now,
@@ -118,7 +122,9 @@ func (s *testService) stop(t testing.TB) {
 	}
 	s.closed = true
 	if err := s.Main.Close(); err != nil {
-		t.Errorf("close service: %v", err)
+		buf := make([]byte, 1<<20)
+		n := runtime.Stack(buf, true)
+		t.Errorf("close service: %v\n%s", err, buf[:n])
 	}
 }
 
@@ -145,6 +151,7 @@ func (s *testService) call(t testing.TB, method, path, key, body string) (int, [
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	fmt.Fprintf(s.Transcript, "%s %s -> %d %v\n%s\n", method, path, resp.StatusCode, resp.Header, b)
 	return resp.StatusCode, b
 }
 
@@ -215,8 +222,8 @@ func (s *testService) prepareSend(t testing.TB, body string) op {
 func (s *testService) waitFor(t testing.TB, key, status string) op {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st, b := s.call(t, "GET", "/v1/operations/"+key+"?wait=5", s.APIKey, "")
+	for wait := "0"; ; wait = "5" {
+		st, b := s.call(t, "GET", "/v1/operations/"+key+"?wait="+wait, s.APIKey, "")
 		if st != 200 {
 			t.Fatalf("status: %d %s", st, b)
 		}
@@ -267,13 +274,13 @@ type cookieJar struct {
 func (j *cookieJar) SetCookies(u *url.URL, cs []*http.Cookie) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.m[u.Host] = append(j.m[u.Host], cs...)
+	j.m[u.Hostname()] = append(j.m[u.Hostname()], cs...) // cookies ignore the port
 }
 
 func (j *cookieJar) Cookies(u *url.URL) []*http.Cookie {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.m[u.Host]
+	return j.m[u.Hostname()]
 }
 
 // get fetches a page and returns status, body and headers.
@@ -316,6 +323,46 @@ func (b *browser) decide(t testing.TB, link, decision, reason string) (int, stri
 	return st, page
 }
 
+// capabilityParts are the strings that would let someone approve: the
+// whole link token, its claims and signature segments, and the raw nonce.
+func capabilityParts(t testing.TB, link string) []string {
+	t.Helper()
+	token := link[strings.LastIndex(link, "/a/")+3:]
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("link %q is not a token", link)
+	}
+	claims, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Split(string(claims), "|")
+	return []string{token, parts[1], parts[2], f[len(f)-1]}
+}
+
+// consoleNotice matches the console channel's deliberate notice, the one
+// place a link may appear in the service's output.
+var consoleNotice = regexp.MustCompile(`(?m)^\s+Review and decide: \S+$`)
+
+// assertNoCapabilities fails if any link part appears in what agents got
+// (the transcript) or in the logs and audit (stderr, minus console notices).
+func assertNoCapabilities(t testing.TB, links []string, texts ...string) {
+	t.Helper()
+	if len(links) == 0 {
+		t.Fatal("no links to look for")
+	}
+	for _, link := range links {
+		for _, part := range capabilityParts(t, link) {
+			for i, text := range texts {
+				text = consoleNotice.ReplaceAllString(text, "")
+				if strings.Contains(text, part) {
+					t.Errorf("capability part %q found in text %d", part, i)
+				}
+			}
+		}
+	}
+}
+
 func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
@@ -324,3 +371,12 @@ func must(t testing.TB, err error) {
 }
 
 var _ = fmt.Sprintf
+
+func newFormRequest(link string, form url.Values) (*http.Request, error) {
+	req, err := http.NewRequest("POST", link, strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return req, nil
+}

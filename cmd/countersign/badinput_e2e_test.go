@@ -19,7 +19,7 @@ type offsetClock struct {
 	off time.Duration
 }
 
-func (c *offsetClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return time.Now().Add(c.off) }
+func (c *offsetClock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return time.Now().Add(c.off) }
 func (c *offsetClock) Add(d time.Duration) { c.mu.Lock(); c.off += d; c.mu.Unlock() }
 
 const otherKey = "cs_other_principal_key_for_tests"

@@ -14,8 +14,8 @@ package main
 
 import (
 	"bytes"
-	"encoding/base64"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -73,10 +73,10 @@ type testService struct {
 	Stderr *syncBuffer
 	// Transcript holds every response body that call returned.
 	Transcript *syncBuffer
-	RedisURL string
-	APIKey   string
-	opts     serviceOpts
-	closed   bool
+	RedisURL   string
+	APIKey     string
+	opts       serviceOpts
+	closed     bool
 }
 
 // startService starts the whole service and stops it when t ends.

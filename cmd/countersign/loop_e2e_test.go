@@ -377,3 +377,23 @@ func TestSMTPFailureIsHonest(t *testing.T) {
 		})
 	}
 }
+
+// TestDevelopmentMode is the README's walkthrough: no configuration at all.
+func TestDevelopmentMode(t *testing.T) {
+	srv := startService(t, serviceOpts{})
+	if !strings.Contains(srv.Stderr.String(), "DEVELOPMENT MODE") {
+		t.Fatalf("no loud development notice:\n%s", srv.Stderr.String())
+	}
+	o := srv.prepareSend(t, `{"action":"email.send","input":{"to":["Ada <ada@client.example>"],"subject":"Your invoice","text":"Hi Ada"}}`)
+	link := srv.consoleLink(t, o.Key, "you")
+	if st, page := newBrowser().decide(t, link, "approve", ""); st != 200 || !strings.Contains(page, "You approved it.") {
+		t.Fatalf("approve: %d", st)
+	}
+	srv.waitFor(t, o.Key, "succeeded")
+	st, page, _ := newBrowser().do(t, "GET", srv.URL()+"/dev/mail", nil)
+	if st != 200 || !strings.Contains(page, "Your invoice") || !strings.Contains(page, "ada@client.example") {
+		t.Fatalf("dev mailbox: %d\n%s", st, page)
+	}
+	// The dev mailbox holds the agent's email only, never an approval link.
+	assertNoCapabilities(t, []string{link}, srv.Transcript.String(), page, srv.Stderr.String())
+}

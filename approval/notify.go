@@ -21,6 +21,13 @@ type Updater interface {
 	Update(ctx context.Context, d Delivery, m Message) error
 }
 
+// PerApprover is implemented by channels whose shared targets may instead
+// want one message per approver, each with its own link (a webhook
+// configured to carry links).
+type PerApprover interface {
+	PerApprover(target string) bool
+}
+
 // Notice is one notification to deliver.
 type Notice struct {
 	Job      Job

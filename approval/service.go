@@ -444,10 +444,10 @@ func (s *Service) planJobs(op *Operation) []Job {
 	var jobs []Job
 	for _, spec := range op.Route.Notify {
 		channel, target, _ := strings.Cut(spec, ":")
+		pa, _ := s.notifiers[channel].(PerApprover)
 		switch {
-		case channel == "slack" && target != "dm":
-			jobs = append(jobs, Job{ID: spec, Channel: channel, Target: target})
-		case channel == "webhook":
+		case channel == "slack" && target != "dm",
+			channel == "webhook" && (pa == nil || !pa.PerApprover(target)):
 			jobs = append(jobs, Job{ID: spec, Channel: channel, Target: target})
 		default:
 			for _, a := range op.Route.Approvers {
@@ -456,7 +456,7 @@ func (s *Service) planJobs(op *Operation) []Job {
 					continue
 				}
 				jobs = append(jobs, Job{ID: spec + ":" + a, Channel: channel, Target: target, Approver: a,
-					Link: channel == "email" || channel == "console"})
+					Link: channel == "email" || channel == "console" || channel == "webhook"})
 			}
 		}
 	}

@@ -61,7 +61,12 @@ func TestLoopApproveExecutesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var names []string
+	notified := 0
 	for _, e := range evs {
+		if e.Event == "notified" {
+			notified++ // may land before or after the decision: the human can be quick
+			continue
+		}
 		names = append(names, e.Event)
 		if e.PayloadHash != op.PayloadHash {
 			t.Errorf("event %s payload hash %s", e.Event, e.PayloadHash)
@@ -70,8 +75,8 @@ func TestLoopApproveExecutesOnce(t *testing.T) {
 			t.Errorf("approval event actor %s via %s", e.Actor, e.Channel)
 		}
 	}
-	if got, want := strings.Join(names, ","), "prepared,sent,notified,approval,approved,executing,succeeded"; got != want {
-		t.Errorf("events = %s, want %s", got, want)
+	if got, want := strings.Join(names, ","), "prepared,sent,approval,approved,executing,succeeded"; got != want || notified != 1 {
+		t.Errorf("events = %s (+%d notified), want %s (+1)", got, notified, want)
 	}
 }
 

@@ -196,7 +196,7 @@ func (m *Main) Open(ctx context.Context) error {
 
 	m.server, err = web.New(web.Config{
 		Service: svc, Limiter: m.Store, Ready: m.Store.Ping, PublicURL: m.PublicURL, Registry: reg,
-		Logger: m.log, DevMail: eff.devMail, Mounts: eff.mounts(svc, m),
+		Logger: m.log, DevMail: eff.devMail, Mounts: eff.mounts(svc, m), APIRate: file.Settings.APIRate,
 	})
 	if err != nil {
 		ln.Close()

@@ -27,6 +27,11 @@ type pageData struct {
 	NoticeKind   string
 	M            approval.Message
 	StatusLabel  string
+	StatusClass  string // the status, for colour
+	OutcomeKind  string // ok, bad or info: how the outcome box looks
+	Finished     bool   // the operation ran or ended: past tense
+	Irreversible bool
+	Warnings     []string // the other warnings, as sentences
 	ExpiresIn    string
 	CanDecide    bool
 	CSRF         string
@@ -170,7 +175,24 @@ func (s *Server) renderLink(c *fiber.Ctx, v *approval.LinkView, notice string) e
 	now := s.svc.Now()
 	d := pageData{M: v.Message}
 	if v.Op != nil {
-		d.StatusLabel = statusLabel(v.Message.Status)
+		st := v.Message.Status
+		d.StatusLabel, d.StatusClass = statusLabel(st), string(st)
+		d.Finished = st.Terminal() || st == approval.StatusExecuting
+		switch st {
+		case approval.StatusSucceeded:
+			d.OutcomeKind = "ok"
+		case approval.StatusFailed, approval.StatusRejected, approval.StatusExpired, approval.StatusCanceled:
+			d.OutcomeKind = "bad"
+		default:
+			d.OutcomeKind = "info"
+		}
+		for _, w := range v.Message.Warnings {
+			if w == "irreversible" {
+				d.Irreversible = true
+			} else {
+				d.Warnings = append(d.Warnings, w)
+			}
+		}
 		if v.Message.Status == approval.StatusPending {
 			d.ExpiresIn = "in " + human(v.Op.ExpiresAt.Sub(now))
 		}
@@ -189,8 +211,8 @@ func (s *Server) renderLink(c *fiber.Ctx, v *approval.LinkView, notice string) e
 		d.Explanation = "The approval window ended before it was decided. Nothing was done and nothing can be decided now."
 	case approval.LinkUsed:
 		status = http.StatusConflict
-		d.Headline = "You already decided"
-		d.Explanation = "Each link decides once. Here is where the operation stands."
+		d.Headline = "Your decision is recorded"
+		d.Explanation = "This link has been used. Here is where the operation stands."
 	case approval.LinkFinished:
 		status = http.StatusConflict
 		d.Headline = "This request is no longer waiting for a decision"
@@ -218,6 +240,10 @@ func (s *Server) renderLink(c *fiber.Ctx, v *approval.LinkView, notice string) e
 		if v.Message.Status == approval.StatusRejected {
 			d.NoticeKind = "bad"
 		}
+		d.CanDecide, d.CSRF, d.Action = false, "", "" // decided: no second form
+	}
+	if d.CanDecide {
+		d.Refresh = 0 // hold still while the person reads and types a reason
 	}
 	return s.renderPage(c, status, d)
 }

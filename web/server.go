@@ -133,6 +133,7 @@ func (s *Server) routes() {
 	app.Get("/readyz", s.ready)
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
 	app.Get("/static/countersign.css", s.stylesheet)
+	app.Get("/favicon.ico", func(c *fiber.Ctx) error { return c.SendStatus(fiber.StatusNoContent) })
 
 	api := app.Group("/v1", s.authenticate)
 	api.Post("/operations", s.prepare)

@@ -73,7 +73,15 @@ func (s *Service) OpenLink(ctx context.Context, token string) (*LinkView, error)
 		v.Problem = LinkFinished
 	default:
 		if rc, ok := s.actions[op.Action].(Rechecker); ok {
-			v.Stale = s.recheck(ctx, rc, op)
+			if v.Stale = s.recheck(ctx, rc, op); v.Stale != nil {
+				// The re-check failed the operation: nothing can be decided
+				// now. Show it as it stands (failed, stale_state, what changed).
+				v.Problem = LinkFinished
+				if cur, err := s.store.Get(ctx, op.Key); err == nil {
+					v.Op = cur
+					v.Message = BuildMessage(cur, s.policy, s.now())
+				}
+			}
 		}
 	}
 	return v, nil
@@ -93,6 +101,8 @@ func (s *Service) recheck(ctx context.Context, rc Rechecker, op *Operation) erro
 	}
 	ev := s.event(op, "stale", "system", "")
 	ev.Status = StatusFailed
+	ev.Outcome = string(CodeStaleState)
+	ev.Details = map[string]any{"error": ee.Message}
 	opErr := &OpError{Code: ee.Code, Message: ee.Message, Details: ee.Details}
 	if _, moved, merr := s.store.Move(ctx, op.Key, MoveTransition{
 		From: []Status{StatusPending}, To: StatusFailed, Now: s.now(), Error: opErr, Event: ev, TTL: s.retention,
@@ -145,6 +155,17 @@ func (s *Service) DecideAs(ctx context.Context, key, approverID, via, payloadHas
 	op, err := s.load(ctx, key)
 	if err != nil {
 		return nil, DecideResult{}, err
+	}
+	if approve && op.Status == StatusPending && op.Route.HasApprover(approverID) {
+		if rc, ok := s.actions[op.Action].(Rechecker); ok {
+			if stale := s.recheck(ctx, rc, op); stale != nil {
+				cur, gerr := s.store.Get(ctx, key)
+				if gerr != nil {
+					cur = op
+				}
+				return cur, DecideResult{Outcome: DecideNotPending}, nil
+			}
+		}
 	}
 	res, err := s.decide(ctx, op, approverID, via, payloadHash, approve, reason, "")
 	if err != nil {

@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -25,6 +26,9 @@ type Message struct {
 	Status       Status
 	Approvals    []DecisionView
 	Rejection    *DecisionView
+	// Stale lists what changed on the target since prepare (before = what
+	// the preview showed, after = now) when the operation failed stale_state.
+	Stale []Change
 	// Outcome is one plain sentence about where the operation stands.
 	Outcome string
 }
@@ -78,8 +82,29 @@ func BuildMessage(op *Operation, p *Policy, now time.Time) Message {
 		r := view(*op.Rejection)
 		m.Rejection = &r
 	}
+	if op.Error != nil && op.Error.Code == CodeStaleState {
+		m.Stale = StaleChanges(op.Error)
+	}
 	m.Outcome = outcome(op, m)
 	return m
+}
+
+// StaleChanges reads the fields that changed from a stale_state error's
+// details.changed ([{field, before, after}]), as the action reported them
+// or as read back from the store.
+func StaleChanges(e *OpError) []Change {
+	if e == nil || e.Details["changed"] == nil {
+		return nil
+	}
+	raw, err := json.Marshal(e.Details["changed"])
+	if err != nil {
+		return nil
+	}
+	var cs []Change
+	if json.Unmarshal(raw, &cs) != nil {
+		return nil
+	}
+	return cs
 }
 
 func outcome(op *Operation, m Message) string {
@@ -105,6 +130,9 @@ func outcome(op *Operation, m Message) string {
 	case StatusSucceeded:
 		return "Approved by " + names() + ". Done: it ran successfully."
 	case StatusFailed:
+		if op.Error != nil && op.Error.Code == CodeStaleState && len(m.Approvals) == 0 {
+			return "Not approved and not run: what it would change has changed since it was prepared. Nothing was written; the agent must prepare it again."
+		}
 		msg := "Approved by " + names() + ". It failed"
 		if op.Error != nil {
 			msg += ": " + op.Error.Message

@@ -101,11 +101,12 @@ type Field struct {
 }
 
 // Change is one field of a diff. Before and After are JSON values; nil
-// means absent.
+// means absent, and an absent side is left out of the JSON, so that it
+// stays distinct from a JSON null through storage and in the agent view.
 type Change struct {
 	Field  string          `json:"field"`
-	Before json.RawMessage `json:"before"`
-	After  json.RawMessage `json:"after"`
+	Before json.RawMessage `json:"before,omitempty"`
+	After  json.RawMessage `json:"after,omitempty"`
 }
 
 // StateBinding is the state an operation was prepared against.

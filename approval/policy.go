@@ -2,7 +2,11 @@ package approval
 
 import (
 	"fmt"
+	"maps"
+	"math"
+	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -59,27 +63,229 @@ type RouteRule struct {
 	ForbidSelfApproval bool
 }
 
-// Match selects operations. Empty fields match anything; Attrs must all
-// equal the attributes the action reported (e.g. "target": "calendar").
+// Match selects operations. Empty fields match anything; every field that
+// is set must match (they are ANDed). Attrs must all equal the attributes
+// the action reported; When conditions must all hold. For "either … or",
+// write two routes: the first that matches wins.
 type Match struct {
+	// Action is an action name ("http.request") or a family ("slack.*").
 	Action    string
 	Principal string
-	Attrs     map[string]string
+	// Target is short for the attribute "target" (http.request).
+	Target string
+	Attrs  map[string]string
+	When   []Condition
 }
 
 func (m Match) matches(action, principal string, attrs map[string]string) bool {
+	ok, _ := m.Check(action, principal, attrs)
+	return ok
+}
+
+// Check reports whether the match selects an operation and, when it does
+// not, the first reason why (for check-config to explain a route).
+func (m Match) Check(action, principal string, attrs map[string]string) (bool, string) {
 	if m.Action != "" && m.Action != action && !(strings.HasSuffix(m.Action, ".*") && strings.HasPrefix(action, strings.TrimSuffix(m.Action, "*"))) {
-		return false
+		return false, fmt.Sprintf("action is %s, not %s", action, m.Action)
 	}
 	if m.Principal != "" && m.Principal != principal {
-		return false
+		return false, fmt.Sprintf("principal is %s, not %s", principal, m.Principal)
 	}
-	for k, v := range m.Attrs {
-		if attrs[k] != v {
-			return false
+	if m.Target != "" && attrs["target"] != m.Target {
+		return false, fmt.Sprintf("target is %q, not %s", attrs["target"], m.Target)
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.Attrs)) {
+		if v, ok := attrs[k]; !ok || v != m.Attrs[k] {
+			return false, fmt.Sprintf("%s is %s, not %q", k, describeAttr(attrs, k), m.Attrs[k])
 		}
 	}
-	return true
+	for _, c := range m.When {
+		if !c.Holds(attrs) {
+			return false, fmt.Sprintf("%s does not hold (%s is %s)", c, c.Attr, describeAttr(attrs, c.Attr))
+		}
+	}
+	return true, ""
+}
+
+func describeAttr(attrs map[string]string, k string) string {
+	if v, ok := attrs[k]; ok {
+		return strconv.Quote(v)
+	}
+	return "absent"
+}
+
+// String renders the match for humans: "action=http.request target=billing
+// body.amount > 1000"; "everything" when it is empty.
+func (m Match) String() string {
+	var parts []string
+	if m.Action != "" {
+		parts = append(parts, "action="+m.Action)
+	}
+	if m.Principal != "" {
+		parts = append(parts, "principal="+m.Principal)
+	}
+	if m.Target != "" {
+		parts = append(parts, "target="+m.Target)
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.Attrs)) {
+		parts = append(parts, k+"="+m.Attrs[k])
+	}
+	for _, c := range m.When {
+		parts = append(parts, c.String())
+	}
+	if len(parts) == 0 {
+		return "everything"
+	}
+	return strings.Join(parts, " ")
+}
+
+// CondOp is the operator of a route condition.
+type CondOp string
+
+// The condition language of routes (match.when in the policy file). Each
+// condition names one attribute the action reported (a string) and one
+// operator. Attributes are strings; the numeric operators read them as
+// decimal numbers.
+//
+//	eq, ne        equal / not equal to one value ("ne" holds when absent)
+//	in, not_in    one of / none of a list ("not_in" holds when absent)
+//	gt, gte,      numeric comparison; holds only when the attribute is
+//	lt, lte       present and a finite number
+//	present       the attribute is present (present: true) or absent (false)
+//	matches       glob (path.Match: *, ?, [a-z]) over the whole value
+//
+// A condition on an attribute the operation does not have never holds,
+// except ne, not_in and absent. So put the stricter route first and match
+// it on what makes it strict: a missing amount then falls through to the
+// next route, as the file reads.
+const (
+	OpEq      CondOp = "eq"
+	OpNe      CondOp = "ne"
+	OpIn      CondOp = "in"
+	OpNotIn   CondOp = "not_in"
+	OpGt      CondOp = "gt"
+	OpGte     CondOp = "gte"
+	OpLt      CondOp = "lt"
+	OpLte     CondOp = "lte"
+	OpPresent CondOp = "present"
+	OpAbsent  CondOp = "absent"
+	OpMatches CondOp = "matches"
+)
+
+// Condition is one test on an operation's attributes.
+type Condition struct {
+	Attr string
+	Op   CondOp
+	// Values is the operand of eq, ne, matches (one) and in, not_in (any).
+	Values []string
+	// Number is the operand of gt, gte, lt, lte.
+	Number float64
+}
+
+// Validate reports a malformed condition (for the config loader).
+func (c Condition) Validate() error {
+	if c.Attr == "" {
+		return fmt.Errorf("condition needs an attr")
+	}
+	switch c.Op {
+	case OpEq, OpNe:
+		if len(c.Values) != 1 {
+			return fmt.Errorf("%s on %s takes one value", c.Op, c.Attr)
+		}
+	case OpIn, OpNotIn:
+		if len(c.Values) == 0 {
+			return fmt.Errorf("%s on %s needs at least one value", c.Op, c.Attr)
+		}
+	case OpMatches:
+		if len(c.Values) != 1 {
+			return fmt.Errorf("matches on %s takes one pattern", c.Attr)
+		}
+		if _, err := path.Match(c.Values[0], ""); err != nil {
+			return fmt.Errorf("matches on %s: bad pattern %q", c.Attr, c.Values[0])
+		}
+	case OpGt, OpGte, OpLt, OpLte:
+		if math.IsNaN(c.Number) || math.IsInf(c.Number, 0) {
+			return fmt.Errorf("%s on %s needs a finite number", c.Op, c.Attr)
+		}
+	case OpPresent, OpAbsent:
+	default:
+		return fmt.Errorf("unknown operator %q (eq, ne, in, not_in, gt, gte, lt, lte, present, matches)", c.Op)
+	}
+	return nil
+}
+
+// Holds evaluates the condition against an operation's attributes.
+func (c Condition) Holds(attrs map[string]string) bool {
+	v, ok := attrs[c.Attr]
+	switch c.Op {
+	case OpPresent:
+		return ok
+	case OpAbsent:
+		return !ok
+	case OpEq:
+		return ok && len(c.Values) == 1 && v == c.Values[0]
+	case OpNe:
+		return !ok || len(c.Values) != 1 || v != c.Values[0]
+	case OpIn:
+		return ok && slices.Contains(c.Values, v)
+	case OpNotIn:
+		return !ok || !slices.Contains(c.Values, v)
+	case OpMatches:
+		if !ok || len(c.Values) != 1 {
+			return false
+		}
+		m, err := path.Match(c.Values[0], v)
+		return err == nil && m
+	case OpGt, OpGte, OpLt, OpLte:
+		if !ok {
+			return false
+		}
+		n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || math.IsNaN(n) || math.IsInf(n, 0) {
+			return false
+		}
+		switch c.Op {
+		case OpGt:
+			return n > c.Number
+		case OpGte:
+			return n >= c.Number
+		case OpLt:
+			return n < c.Number
+		default:
+			return n <= c.Number
+		}
+	}
+	return false
+}
+
+// String renders the condition: "body.amount > 1000", "method in [PUT DELETE]".
+func (c Condition) String() string {
+	num := strconv.FormatFloat(c.Number, 'f', -1, 64)
+	switch c.Op {
+	case OpPresent:
+		return c.Attr + " present"
+	case OpAbsent:
+		return c.Attr + " absent"
+	case OpEq:
+		return c.Attr + " = " + strconv.Quote(strings.Join(c.Values, ""))
+	case OpNe:
+		return c.Attr + " != " + strconv.Quote(strings.Join(c.Values, ""))
+	case OpIn:
+		return c.Attr + " in [" + strings.Join(c.Values, " ") + "]"
+	case OpNotIn:
+		return c.Attr + " not in [" + strings.Join(c.Values, " ") + "]"
+	case OpMatches:
+		return c.Attr + " matches " + strconv.Quote(strings.Join(c.Values, ""))
+	case OpGt:
+		return c.Attr + " > " + num
+	case OpGte:
+		return c.Attr + " >= " + num
+	case OpLt:
+		return c.Attr + " < " + num
+	case OpLte:
+		return c.Attr + " <= " + num
+	}
+	return c.Attr + " " + string(c.Op) + "?"
 }
 
 // Policy holds who may do what and who must approve it.
@@ -180,6 +386,33 @@ func (p *Policy) Resolve(action string, pr *Principal, attrs map[string]string) 
 			ApprovalTTL: ttl, ForbidSelfApproval: r.ForbidSelfApproval}, nil
 	}
 	return Route{}, Errorf(CodeNoRoute, "no route gives %s any approver", action)
+}
+
+// RouteCheck is how one route of the policy answered a sample operation.
+type RouteCheck struct {
+	Name    string
+	Matched bool
+	// Why is the first reason the route did not match.
+	Why string
+}
+
+// Explain walks the routes in order for a sample operation, up to and
+// including the first that matches (the one Resolve picks), saying why each
+// earlier route was passed over. check-config prints it.
+func (p *Policy) Explain(action string, pr *Principal, attrs map[string]string) []RouteCheck {
+	var out []RouteCheck
+	for i, r := range p.Routes {
+		name := r.Name
+		if name == "" {
+			name = fmt.Sprintf("route %d", i+1)
+		}
+		ok, why := r.Match.Check(action, pr.ID, attrs)
+		out = append(out, RouteCheck{Name: name, Matched: ok, Why: why})
+		if ok {
+			break
+		}
+	}
+	return out
 }
 
 func overlaps(a, b []string) bool {

@@ -8,6 +8,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -39,6 +41,9 @@ type LimitsSpec struct {
 type EmailLimits struct {
 	MaxRecipients  int      `yaml:"max_recipients"`
 	AllowedDomains []string `yaml:"allowed_domains"`
+	// InternalDomains are the organisation's own domains; recipients
+	// elsewhere are counted in the route attribute external_recipients.
+	InternalDomains []string `yaml:"internal_domains"`
 }
 
 // PrincipalSpec is an agent.
@@ -69,12 +74,77 @@ type RouteSpec struct {
 	ForbidSelfApproval bool      `yaml:"forbid_self_approval"`
 }
 
-// MatchSpec selects operations.
+// MatchSpec selects operations. Every field set must match; when lists
+// conditions on the attributes the action reports, all of which must hold
+// (see docs/http-targets.md for the attributes and operators).
 type MatchSpec struct {
 	Action    string            `yaml:"action"`
 	Principal string            `yaml:"principal"`
 	Target    string            `yaml:"target"`
 	Attrs     map[string]string `yaml:"attrs"`
+	When      []CondSpec        `yaml:"when"`
+}
+
+// CondSpec is one route condition as written: an attribute and exactly one
+// operator, e.g. {attr: body.amount, gt: 1000} or {attr: method, in: [PUT, DELETE]}.
+type CondSpec struct {
+	Attr    string   `yaml:"attr"`
+	Eq      *string  `yaml:"eq"`
+	Ne      *string  `yaml:"ne"`
+	In      []string `yaml:"in"`
+	NotIn   []string `yaml:"not_in"`
+	Gt      *float64 `yaml:"gt"`
+	Gte     *float64 `yaml:"gte"`
+	Lt      *float64 `yaml:"lt"`
+	Lte     *float64 `yaml:"lte"`
+	Present *bool    `yaml:"present"`
+	Matches *string  `yaml:"matches"`
+}
+
+// Condition turns the written form into the domain's condition. Returns an
+// error unless exactly one operator is given and it is well formed.
+func (c CondSpec) Condition() (approval.Condition, error) {
+	var out []approval.Condition
+	add := func(op approval.CondOp, values []string, n float64) {
+		out = append(out, approval.Condition{Attr: c.Attr, Op: op, Values: values, Number: n})
+	}
+	if c.Eq != nil {
+		add(approval.OpEq, []string{*c.Eq}, 0)
+	}
+	if c.Ne != nil {
+		add(approval.OpNe, []string{*c.Ne}, 0)
+	}
+	if c.In != nil {
+		add(approval.OpIn, c.In, 0)
+	}
+	if c.NotIn != nil {
+		add(approval.OpNotIn, c.NotIn, 0)
+	}
+	for _, x := range []struct {
+		op approval.CondOp
+		v  *float64
+	}{{approval.OpGt, c.Gt}, {approval.OpGte, c.Gte}, {approval.OpLt, c.Lt}, {approval.OpLte, c.Lte}} {
+		if x.v != nil {
+			add(x.op, nil, *x.v)
+		}
+	}
+	if c.Present != nil {
+		if *c.Present {
+			add(approval.OpPresent, nil, 0)
+		} else {
+			add(approval.OpAbsent, nil, 0)
+		}
+	}
+	if c.Matches != nil {
+		add(approval.OpMatches, []string{*c.Matches}, 0)
+	}
+	if len(out) != 1 {
+		return approval.Condition{}, fmt.Errorf("condition on %q must have exactly one operator (eq, ne, in, not_in, gt, gte, lt, lte, present, matches), has %d", c.Attr, len(out))
+	}
+	if err := out[0].Validate(); err != nil {
+		return approval.Condition{}, err
+	}
+	return out[0], nil
 }
 
 // Who names approvers by id and by group.
@@ -83,27 +153,194 @@ type Who struct {
 	Groups []string `yaml:"groups"`
 }
 
-// TargetSpec is an HTTP target for http.request.
+// TargetSpec is an HTTP target for http.request (docs/http-targets.md).
 type TargetSpec struct {
-	Name    string            `yaml:"name"`
-	BaseURL string            `yaml:"base_url"`
+	Name    string `yaml:"name"`
+	BaseURL string `yaml:"base_url"`
+	// Headers are sent with every request to the target. Values carrying
+	// credentials are ${ENV_VAR} references; the agent never sees them.
 	Headers map[string]string `yaml:"headers"`
 	Allow   []AllowSpec       `yaml:"allow"`
 	State   StateSpec         `yaml:"state"`
 	// AllowPrivate lets the target resolve to loopback or private
 	// addresses (internal APIs, tests); off, such addresses are refused.
 	AllowPrivate *bool `yaml:"allow_private"`
+	// Timeout bounds each request to the target (default 15s, 1s–2m).
+	Timeout Duration `yaml:"timeout"`
+	// MaxBodyBytes caps the JSON body an agent may send (default 64 KiB,
+	// at most 1 MiB).
+	MaxBodyBytes int `yaml:"max_body_bytes"`
 }
 
-// AllowSpec is one allowed method and path pattern.
+// AllowSpec is one allowed method and path pattern. In a pattern, "*" is
+// exactly one path segment and a final "**" one or more; everything else
+// matches literally.
 type AllowSpec struct {
 	Method string `yaml:"method"`
 	Path   string `yaml:"path"`
 }
 
-// StateSpec lists the fields of the target's resource an operation binds to.
+// StateSpec lists the fields of the target's resource an operation binds
+// to (dotted paths for nested fields, e.g. "time.start"). They are read by
+// GET on the write's own path, together with every field the write sets.
 type StateSpec struct {
 	Fields []string `yaml:"fields"`
+	// Read: false turns the GET off for targets whose write paths cannot be
+	// read; their writes are then not bound to state (the preview says so).
+	Read *bool `yaml:"read"`
+}
+
+// Private reports whether the target may resolve to private addresses.
+func (t TargetSpec) Private() bool { return t.AllowPrivate != nil && *t.AllowPrivate }
+
+// Reads reports whether writes to the target are bound to state.
+func (t TargetSpec) Reads() bool { return t.State.Read == nil || *t.State.Read }
+
+// ResolveHeaders expands the ${ENV_VAR} references of the target's
+// headers. A reference to an unset variable is an error naming the header
+// and the variable, never a value.
+func (t TargetSpec) ResolveHeaders(lookup func(string) (string, bool)) (map[string]string, error) {
+	out := make(map[string]string, len(t.Headers))
+	for _, k := range slices.Sorted(maps.Keys(t.Headers)) {
+		v, err := Expand(t.Headers[k], lookup)
+		if err != nil {
+			return nil, fmt.Errorf("target %s: header %s: %w", t.Name, k, err)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// Methods a target may allow: http.request is for writes (a read needs no
+// approval).
+var targetMethods = []string{"POST", "PUT", "PATCH", "DELETE"}
+
+// Headers countersign sets itself, or that would change how a request is
+// framed or routed; a target may not set them.
+var reservedHeaders = []string{"host", "content-length", "transfer-encoding", "connection", "te", "trailer",
+	"upgrade", "if-match", "if-none-match", "if-unmodified-since", "idempotency-key", "expect"}
+
+// credentialHeader reports whether a header name suggests a credential,
+// whose value must then come from the environment.
+func credentialHeader(name string) bool {
+	n := strings.ToLower(name)
+	if n == "authorization" || n == "proxy-authorization" || n == "cookie" {
+		return true
+	}
+	for _, w := range []string{"auth", "token", "key", "secret", "password", "signature", "session"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
+var (
+	headerName   = regexp.MustCompile(`^[A-Za-z0-9!#$%&'*+.^_|~-]+$`)
+	fieldPattern = regexp.MustCompile(`^[^.\s]+(\.[^.\s]+)*$`)
+)
+
+func (f *File) validateTargets(bad func(string, ...any)) {
+	seen := map[string]bool{}
+	for i, t := range f.Targets {
+		name := t.Name
+		if !idPattern.MatchString(t.Name) {
+			bad("targets[%d]: name %q must be lowercase letters, digits, '_', '.', '-'", i, t.Name)
+			name = fmt.Sprintf("targets[%d]", i)
+		}
+		if seen[t.Name] {
+			bad("targets[%d]: duplicate name %q", i, t.Name)
+		}
+		seen[t.Name] = true
+		u, err := url.Parse(t.BaseURL)
+		switch {
+		case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
+			bad("target %s: base_url %q must be an absolute http(s) URL", name, t.BaseURL)
+		case u.User != nil:
+			bad("target %s: base_url must not carry credentials; put them in headers as ${ENV_VAR}", name)
+		case u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(t.BaseURL, "?"):
+			bad("target %s: base_url must not have a query or fragment (credentials in URLs end up in logs; use headers)", name)
+		case u.Scheme == "http" && !t.Private():
+			bad("target %s: base_url must be https (plain http is allowed only with allow_private: true, for internal targets)", name)
+		case envRef.MatchString(t.BaseURL):
+			bad("target %s: base_url cannot use ${ENV_VAR} references", name)
+		}
+		for _, k := range slices.Sorted(maps.Keys(t.Headers)) {
+			v := t.Headers[k]
+			if !headerName.MatchString(k) {
+				bad("target %s: %q is not a header name", name, k)
+			}
+			if slices.Contains(reservedHeaders, strings.ToLower(k)) {
+				bad("target %s: header %s is set by countersign and cannot be configured", name, k)
+			}
+			if credentialHeader(k) && !envRef.MatchString(v) {
+				bad("target %s: header %s looks like a credential; its value must be a ${ENV_VAR} reference, never a literal", name, k)
+			}
+			if strings.ContainsAny(v, "\r\n") {
+				bad("target %s: header %s has a line break", name, k)
+			}
+		}
+		if len(t.Allow) == 0 {
+			bad("target %s: allow must list at least one {method, path}", name)
+		}
+		for j, a := range t.Allow {
+			if !slices.Contains(targetMethods, a.Method) {
+				bad("target %s: allow[%d]: method %q must be one of %s", name, j, a.Method, strings.Join(targetMethods, ", "))
+			}
+			if err := CheckPathPattern(a.Path); err != nil {
+				bad("target %s: allow[%d]: %v", name, j, err)
+			}
+		}
+		fields := map[string]bool{}
+		for _, fl := range t.State.Fields {
+			if !fieldPattern.MatchString(fl) {
+				bad("target %s: state field %q must be a name or a dotted path (time.start)", name, fl)
+			}
+			if fields[fl] {
+				bad("target %s: state field %q is listed twice", name, fl)
+			}
+			fields[fl] = true
+		}
+		if d := time.Duration(t.Timeout); d != 0 && (d < time.Second || d > 2*time.Minute) {
+			bad("target %s: timeout %s must be between 1s and 2m", name, d)
+		}
+		if t.MaxBodyBytes < 0 || t.MaxBodyBytes > 1<<20 {
+			bad("target %s: max_body_bytes must be between 1 and 1048576", name)
+		}
+	}
+}
+
+// CheckPathPattern validates an allow-list path pattern: it starts with
+// "/", has no empty segments (except a trailing slash), no "." or ".."
+// segments and no query; "*" stands for one whole segment and "**", only
+// as the last segment, for one or more.
+func CheckPathPattern(p string) error {
+	if !strings.HasPrefix(p, "/") {
+		return fmt.Errorf("path pattern %q must start with /", p)
+	}
+	if strings.ContainsAny(p, "?#\\%@") {
+		return fmt.Errorf("path pattern %q may not contain ?, #, \\, %% or @", p)
+	}
+	segs := strings.Split(p[1:], "/")
+	for i, s := range segs {
+		last := i == len(segs)-1
+		switch {
+		case s == "" && !(last && i > 0):
+			return fmt.Errorf("path pattern %q has an empty segment", p)
+		case s == "." || s == "..":
+			return fmt.Errorf("path pattern %q has a %q segment", p, s)
+		case s == "**" && !last:
+			return fmt.Errorf("path pattern %q: ** may only be the last segment", p)
+		case s != "*" && s != "**" && strings.Contains(s, "*"):
+			return fmt.Errorf("path pattern %q: * stands for a whole segment (/events/*), not part of one", p)
+		}
+		for _, r := range s {
+			if r < 0x21 || r == 0x7f {
+				return fmt.Errorf("path pattern %q has a space or control character", p)
+			}
+		}
+	}
+	return nil
 }
 
 // WebhookSpec is a webhook channel.
@@ -117,7 +354,9 @@ type WebhookSpec struct {
 
 // SettingsSpec holds service-wide settings.
 type SettingsSpec struct {
-	DraftTTL  Duration `yaml:"draft_ttl"`
+	DraftTTL Duration `yaml:"draft_ttl"`
+	// APIRate is requests per minute per principal (default 600).
+	APIRate   int      `yaml:"api_rate"`
 	Retention Duration `yaml:"retention"`
 	EmailFrom string   `yaml:"email_from"`
 }
@@ -255,6 +494,14 @@ func (f *File) validate() error {
 		if r.Match.Target != "" && !f.hasTarget(r.Match.Target) {
 			bad("%s: match.target %q is not a target", name, r.Match.Target)
 		}
+		if r.Match.Target != "" && r.Match.Action != "" && r.Match.Action != "http.request" {
+			bad("%s: match.target applies to http.request, not %s", name, r.Match.Action)
+		}
+		for j, c := range r.Match.When {
+			if _, err := c.Condition(); err != nil {
+				bad("%s: match.when[%d]: %v", name, j, err)
+			}
+		}
 		for _, id := range r.Approvers.IDs {
 			if !approvers[id] {
 				bad("%s: approver %q is not defined", name, id)
@@ -283,6 +530,7 @@ func (f *File) validate() error {
 			}
 		}
 	}
+	f.validateTargets(bad)
 	if d := time.Duration(f.Settings.DraftTTL); d != 0 && (d < approval.MinDraftTTL || d > approval.MaxDraftTTL) {
 		bad("settings: draft_ttl %s must be between 1m and 60m", d)
 	}
@@ -331,15 +579,17 @@ func (f *File) Policy() *approval.Policy {
 			Scopes: pr.Scopes, OnBehalfOf: pr.OnBehalfOf})
 	}
 	for _, r := range f.Routes {
-		attrs := map[string]string{}
-		for k, v := range r.Match.Attrs {
-			attrs[k] = v
+		m := approval.Match{Action: r.Match.Action, Principal: r.Match.Principal, Target: r.Match.Target}
+		if len(r.Match.Attrs) > 0 {
+			m.Attrs = maps.Clone(r.Match.Attrs)
 		}
-		if r.Match.Target != "" {
-			attrs["target"] = r.Match.Target
+		for _, c := range r.Match.When {
+			if cond, err := c.Condition(); err == nil { // validated by Parse
+				m.When = append(m.When, cond)
+			}
 		}
 		p.Routes = append(p.Routes, approval.RouteRule{
-			Name: r.Name, Match: approval.Match{Action: r.Match.Action, Principal: r.Match.Principal, Attrs: attrs},
+			Name: r.Name, Match: m,
 			ApproverIDs: r.Approvers.IDs, ApproverGroups: r.Approvers.Groups, Required: r.Required,
 			Notify: r.Notify, ApprovalTTL: time.Duration(r.ApprovalTTL), ForbidSelfApproval: r.ForbidSelfApproval,
 		})

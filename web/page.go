@@ -217,7 +217,7 @@ func (s *Server) renderLink(c *fiber.Ctx, v *approval.LinkView, notice string) e
 		status = http.StatusConflict
 		d.Headline = "This request is no longer waiting for a decision"
 		d.Explanation = "It was decided or ended already. Here is where it stands."
-		if v.Stale != nil {
+		if v.Stale != nil || (v.Op != nil && v.Op.Error != nil && v.Op.Error.Code == approval.CodeStaleState) {
 			d.Headline = "What this request would change has changed"
 			d.Explanation = "The target changed after the agent prepared this request, so it cannot be approved. Nothing was written. The agent has been told to prepare it again."
 		}

@@ -109,7 +109,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	fc := fiber.Config{
-		BodyLimit: cfg.BodyLimit, ErrorHandler: s.errorHandler, DisableStartupMessage: true,
+		// fasthttp cuts a connection whose body passes its limit, and the
+		// client may see a reset instead of the answer. So fasthttp gets a
+		// larger ceiling, and bodies between the two get a proper 413.
+		BodyLimit: 4 * cfg.BodyLimit, ErrorHandler: s.errorHandler, DisableStartupMessage: true,
 		ReadTimeout: 40 * time.Second, WriteTimeout: 40 * time.Second, IdleTimeout: 2 * time.Minute,
 		AppName: "countersign", JSONEncoder: marshalJSON,
 	}
@@ -135,7 +138,7 @@ func (s *Server) routes() {
 	app.Get("/static/countersign.css", s.stylesheet)
 	app.Get("/favicon.ico", func(c *fiber.Ctx) error { return c.SendStatus(fiber.StatusNoContent) })
 
-	api := app.Group("/v1", s.authenticate)
+	api := app.Group("/v1", s.limitBody, s.authenticate)
 	api.Post("/operations", s.prepare)
 	api.Get("/operations", s.list)
 	api.Get("/operations/:key", s.get)
@@ -187,6 +190,14 @@ func (s *Server) observe(c *fiber.Ctx) error {
 	return err
 }
 
+// limitBody answers payload_too_large for bodies over the limit.
+func (s *Server) limitBody(c *fiber.Ctx) error {
+	if len(c.Body()) > s.cfg.BodyLimit {
+		return approval.Errorf(approval.CodePayloadTooLarge, "request body is larger than %d bytes", s.cfg.BodyLimit)
+	}
+	return c.Next()
+}
+
 func (s *Server) ready(c *fiber.Ctx) error {
 	if s.cfg.Ready != nil {
 		ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
@@ -209,7 +220,7 @@ func httpStatus(code approval.Code) int {
 		return http.StatusForbidden
 	case approval.CodeNotFound:
 		return http.StatusNotFound
-	case approval.CodeInvalidState:
+	case approval.CodeInvalidState, approval.CodeStaleState:
 		return http.StatusConflict
 	case approval.CodePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge
@@ -236,7 +247,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	case errors.As(err, &fe):
 		switch fe.Code {
 		case http.StatusRequestEntityTooLarge:
-			e = approval.Errorf(approval.CodePayloadTooLarge, "request body is larger than %d bytes", s.cfg.BodyLimit)
+			e = approval.Errorf(approval.CodePayloadTooLarge, "request body is larger than %d bytes", 4*s.cfg.BodyLimit)
 		case http.StatusNotFound:
 			e = approval.Errorf(approval.CodeNotFound, "no such endpoint %s %s", c.Method(), c.Path())
 		case http.StatusMethodNotAllowed:

@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -36,16 +38,21 @@ type Limits struct {
 	// client.example itself; list both for both). Internationalized names
 	// may be written in Unicode or punycode.
 	AllowedDomains []string
+	// InternalDomains are the organisation's own domains: recipients
+	// elsewhere count as external for routing (the attribute
+	// external_recipients). The sender's domain is always internal.
+	InternalDomains []string
 }
 
 // Action implements email.send.
 type Action struct {
-	sender  mailer.Sender
-	from    Address
-	max     int
-	exact   map[string]bool
-	suffix  []string // ".client.example" for "*.client.example"
-	limited bool
+	sender   mailer.Sender
+	from     Address
+	max      int
+	exact    map[string]bool
+	suffix   []string // ".client.example" for "*.client.example"
+	limited  bool
+	internal map[string]bool
 }
 
 var _ approval.Action = (*Action)(nil)
@@ -68,7 +75,14 @@ func New(sender mailer.Sender, from mail.Address, limits Limits) (*Action, error
 		return nil, errors.New("email.send: max_recipients must not be negative")
 	}
 	a := &Action{sender: sender, from: f, max: limits.MaxRecipients, exact: map[string]bool{},
-		limited: len(limits.AllowedDomains) > 0}
+		limited: len(limits.AllowedDomains) > 0, internal: map[string]bool{f.domain(): true}}
+	for _, d := range limits.InternalDomains {
+		n, err := normalizeDomain(d)
+		if err != nil {
+			return nil, fmt.Errorf("email.send: internal domain %q: %v", d, err)
+		}
+		a.internal[n] = true
+	}
 	for _, d := range limits.AllowedDomains {
 		wild := strings.HasPrefix(d, "*.")
 		n, err := normalizeDomain(strings.TrimPrefix(d, "*."))
@@ -103,8 +117,34 @@ func (a *Action) Prepare(_ context.Context, req approval.PrepareRequest) (*appro
 		Input:   in,
 		Preview: preview(&in),
 		Scope:   Name,
-		Attrs:   map[string]string{"action": Name},
+		Attrs:   a.attrs(&in),
 	}, nil
+}
+
+// attrs are the facts routes may match on: how many recipients, which
+// domains, and how many are outside the organisation, so that a route can
+// send external email to a stricter set of approvers
+// (when: [{attr: external_recipients, gt: 0}]).
+func (a *Action) attrs(in *Input) map[string]string {
+	rcpts := in.recipients()
+	external := 0
+	seen := map[string]bool{}
+	var domains []string
+	for _, r := range rcpts {
+		d := r.domain()
+		if !a.internal[d] {
+			external++
+		}
+		if !seen[d] {
+			seen[d] = true
+			domains = append(domains, d)
+		}
+	}
+	slices.Sort(domains)
+	return map[string]string{
+		"action": Name, "recipients": strconv.Itoa(len(rcpts)), "domains": strings.Join(domains, ","),
+		"external_recipients": strconv.Itoa(external),
+	}
 }
 
 func (a *Action) checkPolicy(in *Input) error {

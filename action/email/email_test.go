@@ -410,3 +410,22 @@ func TestPreview(t *testing.T) {
 		t.Errorf("Title = %q, want %q", got, want)
 	}
 }
+
+func TestRouteAttributes(t *testing.T) {
+	box := mailer.NewDevMailbox(1)
+	a, err := email.New(box, mail.Address{Address: "agent@corp.example"}, email.Limits{InternalDomains: []string{"Sub.Corp.Example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.Prepare(context.Background(), approval.PrepareRequest{Input: json.RawMessage(
+		`{"to":["a@corp.example","b@sub.corp.example"],"cc":["c@Client.Example"],"subject":"s","text":"t"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"action": "email.send", "recipients": "3", "domains": "client.example,corp.example,sub.corp.example", "external_recipients": "1"}
+	for k, v := range want {
+		if got := p.Attrs[k]; got != v {
+			t.Errorf("attr %s = %q, want %q", k, got, v)
+		}
+	}
+}

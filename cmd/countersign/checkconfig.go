@@ -1,11 +1,15 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
+	"github.com/countersign/countersign/action/httpreq"
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/config"
 )
@@ -18,6 +22,7 @@ func checkConfig(args []string, env func(string) (string, bool), stdout io.Write
 	principal := fs.String("principal", "", "… prepared by this principal")
 	var attrs attrFlags
 	fs.Var(&attrs, "attr", "… with this attribute (key=value, repeatable; e.g. target=calendar)")
+	input := fs.String("input", "", "… with this input (JSON); for http.request its route attributes are worked out offline")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -70,6 +75,13 @@ func checkConfig(args []string, env func(string) (string, bool), stdout io.Write
 		fmt.Fprintln(stdout)
 	}
 
+	if len(f.Targets) > 0 {
+		fmt.Fprintf(stdout, "\nHTTP targets (%d):\n", len(f.Targets))
+		for _, t := range f.Targets {
+			describeTarget(stdout, t)
+		}
+	}
+
 	fmt.Fprintf(stdout, "\nPrincipals (%d):\n", len(p.Principals))
 	for _, pr := range p.Principals {
 		fmt.Fprintf(stdout, "  %s", pr.ID)
@@ -91,9 +103,74 @@ func checkConfig(args []string, env func(string) (string, bool), stdout io.Write
 		if pr == nil {
 			return fmt.Errorf("--principal %q is not a principal of this file", *principal)
 		}
-		fmt.Fprintf(stdout, "\nSample: %s by %s %v\n  → %s\n", *action, pr.ID, map[string]string(attrs), explain(p, *action, pr, attrs))
+		sample := map[string]string{}
+		if *input != "" {
+			if *action != httpreq.Name {
+				return fmt.Errorf("--input is understood for %s only; give other actions' attributes with --attr", httpreq.Name)
+			}
+			a, err := httpreq.SampleAttrs(json.RawMessage(*input))
+			if err != nil {
+				return fmt.Errorf("--input: %v", err)
+			}
+			sample = a
+		}
+		for k, v := range attrs {
+			sample[k] = v
+		}
+		explainSample(stdout, p, *action, pr, sample)
 	}
 	return nil
+}
+
+// explainSample prints the route a sample operation resolves to, and why
+// each earlier route was passed over.
+func explainSample(w io.Writer, p *approval.Policy, action string, pr *approval.Principal, attrs map[string]string) {
+	fmt.Fprintf(w, "\nSample: %s by %s\n", action, pr.ID)
+	if len(attrs) > 0 {
+		fmt.Fprintln(w, "  attributes:")
+		for _, k := range slices.Sorted(maps.Keys(attrs)) {
+			fmt.Fprintf(w, "    %s = %q\n", k, attrs[k])
+		}
+	}
+	scope := action
+	if t := attrs["target"]; action == httpreq.Name && t != "" {
+		scope = httpreq.Scope(t)
+	}
+	if !pr.Allows(scope) {
+		fmt.Fprintf(w, "  → REFUSED: insufficient_scope: %s may not prepare %s\n", pr.ID, scope)
+		return
+	}
+	for _, c := range p.Explain(action, pr, attrs) {
+		if c.Matched {
+			fmt.Fprintf(w, "  %s: matches\n", c.Name)
+		} else {
+			fmt.Fprintf(w, "  %s: skipped, %s\n", c.Name, c.Why)
+		}
+	}
+	fmt.Fprintf(w, "  → %s\n", explain(p, action, pr, attrs))
+}
+
+// describeTarget prints a target without its header values.
+func describeTarget(w io.Writer, t config.TargetSpec) {
+	var allow []string
+	for _, a := range t.Allow {
+		allow = append(allow, a.Method+" "+a.Path)
+	}
+	fmt.Fprintf(w, "  %s  %s\n     allow:   %s\n", t.Name, t.BaseURL, strings.Join(allow, ", "))
+	if len(t.Headers) > 0 {
+		fmt.Fprintf(w, "     headers: %s (values from the environment, never shown)\n", strings.Join(slices.Sorted(maps.Keys(t.Headers)), ", "))
+	}
+	switch {
+	case !t.Reads():
+		fmt.Fprintln(w, "     state:   not read (writes are not bound to state)")
+	case len(t.State.Fields) > 0:
+		fmt.Fprintf(w, "     state:   %s, plus the fields each write sets\n", strings.Join(t.State.Fields, ", "))
+	default:
+		fmt.Fprintln(w, "     state:   the fields each write sets")
+	}
+	if t.Private() {
+		fmt.Fprintln(w, "     private addresses allowed")
+	}
 }
 
 func explain(p *approval.Policy, action string, pr *approval.Principal, attrs map[string]string) string {
@@ -108,22 +185,7 @@ func explain(p *approval.Policy, action string, pr *approval.Principal, attrs ma
 		strings.Join(r.Notify, ", "), r.ApprovalTTL)
 }
 
-func describeMatch(m approval.Match) string {
-	var parts []string
-	if m.Action != "" {
-		parts = append(parts, "action="+m.Action)
-	}
-	if m.Principal != "" {
-		parts = append(parts, "principal="+m.Principal)
-	}
-	for k, v := range m.Attrs {
-		parts = append(parts, k+"="+v)
-	}
-	if len(parts) == 0 {
-		return "everything"
-	}
-	return strings.Join(parts, " ")
-}
+func describeMatch(m approval.Match) string { return m.String() }
 
 func contains(s []string, v string) bool {
 	for _, x := range s {

@@ -52,6 +52,7 @@ func (m *Main) emailEffects(e *effects, file *config.File, dev bool) error {
 	}
 	a, err := actemail.New(sender, from, actemail.Limits{
 		MaxRecipients: file.Limits.Email.MaxRecipients, AllowedDomains: file.Limits.Email.AllowedDomains,
+		InternalDomains: file.Limits.Email.InternalDomains,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,251 @@
+package httpreq
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unicode/utf8"
+)
+
+// privateAddrError is a dial refused because the address is not public.
+type privateAddrError struct{ addr netip.Addr }
+
+func (e *privateAddrError) Error() string {
+	return "refusing to connect to non-public address " + e.addr.String()
+}
+
+// Ranges that are not the public internet, beyond what netip reports as
+// loopback, private, link-local, multicast or unspecified.
+var nonPublic = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),       // "this network"
+	netip.MustParsePrefix("100.64.0.0/10"),   // carrier-grade NAT
+	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
+	netip.MustParsePrefix("192.0.2.0/24"),    // documentation
+	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
+	netip.MustParsePrefix("198.51.100.0/24"), // documentation
+	netip.MustParsePrefix("203.0.113.0/24"),  // documentation
+	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, and broadcast
+	netip.MustParsePrefix("64:ff9b::/96"),    // NAT64: may embed any IPv4
+	netip.MustParsePrefix("64:ff9b:1::/48"),  // local-use NAT64
+	netip.MustParsePrefix("2001:db8::/32"),   // documentation
+	netip.MustParsePrefix("2002::/16"),       // 6to4: may embed any IPv4
+	netip.MustParsePrefix("2001::/32"),       // Teredo
+}
+
+// publicAddr reports whether a is an address on the public internet.
+func publicAddr(a netip.Addr) bool {
+	a = a.Unmap()
+	if !a.IsValid() || a.IsLoopback() || a.IsPrivate() || a.IsUnspecified() || a.IsLinkLocalUnicast() ||
+		a.IsLinkLocalMulticast() || a.IsInterfaceLocalMulticast() || a.IsMulticast() {
+		return false
+	}
+	for _, p := range nonPublic {
+		if p.Contains(a) {
+			return false
+		}
+	}
+	return true
+}
+
+// guardControl runs for every connection after DNS resolution, on the
+// address actually dialed, so a name that resolves (or re-resolves: DNS
+// rebinding) to a private address is refused too.
+func guardControl(_, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return &privateAddrError{}
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil || !publicAddr(a) {
+		return &privateAddrError{addr: a}
+	}
+	return nil
+}
+
+// newClient builds the HTTP client of one target. Reads share kept-alive
+// connections; a write always dials a fresh connection, because the
+// transport may replay a request with an Idempotency-Key on a reused
+// connection that broke, and countersign sends each write at most once.
+// No proxy from the environment is used, and redirects are never followed.
+func newClient(allowPrivate, write bool, timeout time.Duration) *http.Client {
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	if !allowPrivate {
+		d.Control = guardControl
+	}
+	tr := &http.Transport{
+		Proxy:                  nil,
+		DialContext:            d.DialContext,
+		ForceAttemptHTTP2:      true,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ResponseHeaderTimeout:  timeout,
+		MaxResponseHeaderBytes: 64 << 10,
+		MaxIdleConnsPerHost:    4,
+		IdleConnTimeout:        90 * time.Second,
+		DisableKeepAlives:      write,
+	}
+	return &http.Client{
+		Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}
+
+// response is what countersign keeps of a target's answer.
+type response struct {
+	status    int
+	header    http.Header
+	body      []byte
+	truncated bool
+}
+
+// sendResult says how far a request got.
+type sendResult struct {
+	resp *response
+	// sent is true once the request's headers were written: from then on a
+	// failure leaves the outcome unknown.
+	sent bool
+	err  error
+}
+
+// do sends one request and reads at most limit bytes of the answer.
+func (a *Action) do(ctx context.Context, t *target, method, url string, body []byte, hdr http.Header, limit int64) sendResult {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	var sent atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteHeaders: func() { sent.Store(true) },
+	})
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return sendResult{err: err}
+	}
+	for k, v := range t.headers {
+		req.Header.Set(k, v)
+	}
+	for k, v := range hdr {
+		if _, own := t.headers[k]; own && (k == "Accept" || k == "Content-Type") {
+			continue // the target's configuration knows its API better
+		}
+		req.Header[k] = v
+	}
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", "countersign")
+	}
+	client := t.read
+	if method != http.MethodGet {
+		client = t.write
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return sendResult{sent: sent.Load(), err: err}
+	}
+	defer resp.Body.Close()
+	b, rerr := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	r := &response{status: resp.StatusCode, header: resp.Header, body: b}
+	if int64(len(b)) > limit {
+		r.body, r.truncated = b[:limit], true
+	}
+	if rerr != nil {
+		r.truncated = true
+	}
+	return sendResult{resp: r, sent: true}
+}
+
+// isPrivate reports whether err is a refused non-public address.
+func isPrivate(err error) bool {
+	var pe *privateAddrError
+	return errors.As(err, &pe)
+}
+
+// describe turns a transport error into text that carries no URL or
+// header: only what kind of failure it was.
+func describe(err error) string {
+	var ne net.Error
+	switch {
+	case isPrivate(err):
+		return "the target resolves to a private or loopback address, which this target does not allow (allow_private)"
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+		return "the target did not answer in time"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "the target refused the connection"
+	case errors.Is(err, context.Canceled):
+		return "the request was canceled"
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return "the target's host name could not be resolved"
+	}
+	return "the connection to the target failed"
+}
+
+// redactor removes a target's credentials from text countersign keeps
+// (response bodies, errors), in case a target echoes its request headers.
+type redactor []string
+
+func newRedactor(headers map[string]string) redactor {
+	var r redactor
+	for _, v := range headers {
+		if len(v) >= 4 {
+			r = append(r, v)
+		}
+		for _, part := range strings.Fields(v) {
+			if len(part) >= 8 && part != v {
+				r = append(r, part)
+			}
+		}
+	}
+	return r
+}
+
+func (r redactor) bytes(b []byte) []byte {
+	for _, s := range r {
+		b = bytes.ReplaceAll(b, []byte(s), []byte("[redacted]"))
+	}
+	return b
+}
+
+// excerpt is a response body fit to show: credentials redacted, cut to n
+// bytes on a character boundary.
+func (r redactor) excerpt(b []byte, n int) (string, bool) {
+	b = r.bytes(b)
+	cut := false
+	if len(b) > n {
+		b, cut = b[:n], true
+		for len(b) > 0 && !utf8.Valid(b) {
+			b = b[:len(b)-1]
+		}
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD"), cut
+}
+
+// strongETag returns the ETag if it is strong: If-Match compares strongly
+// (RFC 9110 §13.1.1), so a weak ETag could never match and is not used.
+func strongETag(h http.Header) string {
+	e := strings.TrimSpace(h.Get("ETag"))
+	if e == "" || strings.HasPrefix(e, "W/") || !strings.HasPrefix(e, `"`) || !strings.HasSuffix(e, `"`) || len(e) < 2 {
+		return ""
+	}
+	return e
+}
+
+func statusText(code int) string {
+	if t := http.StatusText(code); t != "" {
+		return fmt.Sprintf("%d %s", code, t)
+	}
+	return fmt.Sprint(code)
+}

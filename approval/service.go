@@ -156,7 +156,10 @@ func (s *Service) prepare(ctx context.Context, p *Principal, req PrepareCall, un
 	if req.IdempotencyKey != "" && !idemPattern.MatchString(req.IdempotencyKey) {
 		return nil, false, FieldErrors{{Field: "idempotency_key", Reason: "must be 1-128 printable ASCII characters without spaces"}}.Err()
 	}
-	if !p.AllowsAction(req.Action) {
+	// An undo is drafted from an operation the principal owns, with input
+	// from that action's Undoer rather than the agent: the scope that let
+	// the principal prepare the original covers its compensation.
+	if undoes == "" && !p.AllowsAction(req.Action) {
 		return nil, false, Errorf(CodeInsufficientScope, "principal %s may not prepare %s", p.ID, req.Action)
 	}
 	if len(req.Input) == 0 || string(req.Input) == "null" {
@@ -170,7 +173,7 @@ func (s *Service) prepare(ctx context.Context, p *Principal, req PrepareCall, un
 	if scope == "" {
 		scope = req.Action
 	}
-	if !p.Allows(scope) {
+	if undoes == "" && !p.Allows(scope) {
 		return nil, false, Errorf(CodeInsufficientScope, "principal %s may not prepare %s", p.ID, scope).
 			WithDetails(map[string]any{"scope": scope})
 	}

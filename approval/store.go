@@ -51,6 +51,9 @@ type Store interface {
 	Lease(ctx context.Context, key, name string, ttl time.Duration) (bool, error)
 	// Unlease releases a lease early.
 	Unlease(ctx context.Context, key, name string) error
+	// HoldLease sets a lease to expire after ttl, whoever held it (a
+	// failed delivery keeps it for its backoff).
+	HoldLease(ctx context.Context, key, name string, ttl time.Duration) error
 	// SetUndoneBy links a succeeded operation to the operation undoing it,
 	// if its current link is prev ("" for none); false otherwise.
 	SetUndoneBy(ctx context.Context, key, prev, undo string) (bool, error)

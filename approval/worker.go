@@ -91,7 +91,18 @@ func (s *Service) Reconcile(ctx context.Context, key string) error {
 			return err
 		}
 	case StatusApproved:
-		if err := s.execute(ctx, op); err != nil {
+		// Show "approved" on editable messages (buttons gone) while it
+		// runs, then the outcome: the final sync waits for the first.
+		shown := make(chan struct{})
+		go func() {
+			defer close(shown)
+			if err := s.sync(ctx, op); err != nil {
+				s.log.Warn("message update failed", "operation", op.Key, "err", err)
+			}
+		}()
+		err := s.execute(ctx, op)
+		<-shown
+		if err != nil {
 			return err
 		}
 		if op, err = s.store.Get(ctx, key); err != nil {
@@ -101,16 +112,15 @@ func (s *Service) Reconcile(ctx context.Context, key string) error {
 	return s.sync(ctx, op)
 }
 
-// deliver sends every job not yet delivered. Each job is independent: one
-// channel failing never delays another.
+// deliver sends every job not yet delivered. Each job is independent and
+// runs on its own: one channel failing or hanging never delays another.
 func (s *Service) deliver(ctx context.Context, op *Operation) error {
-	done := map[string]bool{}
-	for _, d := range op.Deliveries {
-		done[d.Job] = true
-	}
 	msg := BuildMessage(op, s.policy, s.now())
+	var wg sync.WaitGroup
+	errs := make(chan error, len(op.Jobs))
+	sem := make(chan struct{}, 8)
 	for _, job := range op.Jobs {
-		if done[job.ID] {
+		if delivered(op, job.ID) {
 			continue
 		}
 		n, ok := s.notifiers[job.Channel]
@@ -118,37 +128,62 @@ func (s *Service) deliver(ctx context.Context, op *Operation) error {
 			s.log.Error("no notifier for channel; job skipped", "operation", op.Key, "channel", job.Channel)
 			continue
 		}
-		lease := "job:" + job.ID
-		got, err := s.store.Lease(ctx, op.Key, lease, time.Minute)
-		if err != nil {
-			return err
-		}
-		if !got {
-			continue // another worker delivers it, or it is backing off
-		}
-		if err := s.deliverJob(ctx, op, job, n, msg); err != nil {
-			attempt := s.bumpAttempt(op.Key, job.ID)
-			wait := backoff(attempt)
-			var ra *RetryAfterError
-			if errors.As(err, &ra) && ra.After > wait {
-				wait = ra.After
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := s.deliverOne(ctx, op, job, n, msg); err != nil {
+				errs <- err
 			}
-			// Hold the lease for the backoff so no replica retries sooner.
-			_ = s.store.Unlease(ctx, op.Key, lease)
-			_, _ = s.store.Lease(ctx, op.Key, lease, wait)
-			ev := s.event(op, "notify_failed", "system", job.Channel)
-			ev.Details = map[string]any{"job": job.ID, "attempt": attempt, "retry_in_seconds": int(wait.Seconds()), "error": SafeError(err)}
-			s.emit(ev)
-			s.log.Warn("notification failed; will retry", "operation", op.Key, "job", job.ID, "attempt", attempt, "retry_in", wait, "err", SafeError(err))
-			if err := s.store.WakeAt(ctx, op.Key, "job:"+job.ID, s.now().Add(wait)); err != nil {
-				return err
-			}
-			continue
-		}
-		_ = s.store.Unlease(ctx, op.Key, lease)
-		s.attempts.Delete(op.Key + "|" + job.ID)
+		}()
 	}
+	wg.Wait()
+	close(errs)
+	return <-errs // the first store error, if any
+}
+
+// deliverOne delivers one job under its lease. Notifier failures are
+// retried later with backoff; only store failures are returned.
+func (s *Service) deliverOne(ctx context.Context, op *Operation, job Job, n Notifier, msg Message) error {
+	lease := "job:" + job.ID
+	got, err := s.store.Lease(ctx, op.Key, lease, time.Minute)
+	if err != nil || !got {
+		return err // not got: another worker delivers it, or it is backing off
+	}
+	// op may be stale: another worker may have delivered this job and
+	// released its lease since op was read. Look again under the lease.
+	if cur, err := s.store.Get(ctx, op.Key); err != nil || cur.Status != StatusPending || delivered(cur, job.ID) {
+		_ = s.store.Unlease(ctx, op.Key, lease)
+		return err
+	}
+	if err := s.deliverJob(ctx, op, job, n, msg); err != nil {
+		attempt := s.bumpAttempt(op.Key, job.ID)
+		wait := backoff(attempt)
+		var ra *RetryAfterError
+		if errors.As(err, &ra) && ra.After > wait {
+			wait = ra.After
+		}
+		// Hold the lease for the backoff so no replica retries sooner.
+		_ = s.store.HoldLease(ctx, op.Key, lease, wait)
+		ev := s.event(op, "notify_failed", "system", job.Channel)
+		ev.Details = map[string]any{"job": job.ID, "attempt": attempt, "retry_in_seconds": int(wait.Seconds()), "error": SafeError(err)}
+		s.emit(ev)
+		s.log.Warn("notification failed; will retry", "operation", op.Key, "job", job.ID, "attempt", attempt, "retry_in", wait, "err", SafeError(err))
+		return s.store.WakeAt(ctx, op.Key, "job:"+job.ID, s.now().Add(wait))
+	}
+	_ = s.store.Unlease(ctx, op.Key, lease)
+	s.attempts.Delete(op.Key + "|" + job.ID)
 	return nil
+}
+
+// delivered reports whether op records a delivery of job.
+func delivered(op *Operation, job string) bool {
+	for _, d := range op.Deliveries {
+		if d.Job == job {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Service) deliverJob(ctx context.Context, op *Operation, job Job, n Notifier, msg Message) error {

@@ -418,7 +418,7 @@ var (
 	idPattern    = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 	hexPattern   = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	envRef       = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-	knownActions = []string{"email.send", "slack.post_message", "http.request"}
+	knownActions = []string{"email.send", "slack.post_message", "slack.delete_message", "http.request"}
 )
 
 func (f *File) validate() error {

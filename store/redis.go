@@ -433,6 +433,11 @@ func (r *Redis) Unlease(ctx context.Context, key, name string) error {
 	return unavailable("unlease", r.rdb.Del(ctx, leaseKey(key, name)).Err())
 }
 
+// HoldLease sets a lease's expiry, taking it if free.
+func (r *Redis) HoldLease(ctx context.Context, key, name string, ttl time.Duration) error {
+	return unavailable("hold lease", r.rdb.Set(ctx, leaseKey(key, name), "1", ttl).Err())
+}
+
 // SetUndoneBy links an operation to its undo.
 func (r *Redis) SetUndoneBy(ctx context.Context, key, prev, undo string) (bool, error) {
 	n, err := undoneByScript.Run(ctx, r.rdb, opKeys(key), key, prev, undo, ms(time.Now())).Int()

@@ -127,11 +127,12 @@ func (m *Main) Open(ctx context.Context) error {
 		}
 		m.rdb = rdb
 	} else {
-		mini, rdb, err := store.Embedded()
+		mini, rdb, stop, err := store.Embedded()
 		if err != nil {
 			return err
 		}
 		m.mini, m.rdb = mini, rdb
+		m.closers = append(m.closers, func() error { stop(); return nil })
 	}
 	m.closers = append(m.closers, m.rdb.Close)
 	m.Store = store.New(m.rdb, m.log)
@@ -314,10 +315,7 @@ func (m *Main) Close() error {
 		}
 	}
 	m.closers = nil
-	if m.mini != nil {
-		m.mini.Close()
-		m.mini = nil
-	}
+	m.mini = nil
 	return errors.Join(errs...)
 }
 

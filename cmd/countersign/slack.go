@@ -1,8 +1,111 @@
 package main
 
-import "github.com/countersign/countersign/config"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
 
-// slackEffects wires Slack channel, slack.post_message and /slack/interactions.
+	"github.com/countersign/countersign/action/slackpost"
+	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/config"
+	notifyslack "github.com/countersign/countersign/notify/slack"
+	"github.com/countersign/countersign/slackapp"
+	"github.com/countersign/countersign/web"
+	"github.com/slack-go/slack"
+)
+
+// slackEffects wires Slack when SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET
+// are set: the "slack" channel (approval messages in channels and DMs,
+// edited as operations move on), the slack.post_message action with its
+// undo slack.delete_message, and POST /slack/interactions for the
+// buttons. COUNTERSIGN_SLACK_API_URL points the Web API elsewhere (tests
+// use a fake). Routes that notify slack without the credentials fail the
+// start rather than drop notifications.
 func (m *Main) slackEffects(e *effects, file *config.File, dev bool) error {
+	token, secret := m.get("SLACK_BOT_TOKEN", ""), m.get("SLACK_SIGNING_SECRET", "")
+	if token == "" || secret == "" {
+		switch {
+		case token != "":
+			return errors.New("SLACK_BOT_TOKEN is set but SLACK_SIGNING_SECRET is not: set both to enable Slack")
+		case secret != "":
+			return errors.New("SLACK_SIGNING_SECRET is set but SLACK_BOT_TOKEN is not: set both to enable Slack")
+		case slices.Contains(file.Channels(), "slack"):
+			return errors.New("routes notify slack, but SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET are not set (see docs/slack.md)")
+		}
+		return nil
+	}
+	apiURL, err := slackAPIURL(m.get("COUNTERSIGN_SLACK_API_URL", slack.APIURL))
+	if err != nil {
+		return err
+	}
+	log := m.log.With("component", "slack")
+	client := slack.New(token, slack.OptionAPIURL(apiURL),
+		slack.OptionHTTPClient(&http.Client{Timeout: 15 * time.Second}))
+
+	e.notifiers["slack"] = notifyslack.New(notifyslack.Config{Client: client, Logger: log})
+	cfg := slackpost.Config{Client: client, Logger: log}
+	e.actions = append(e.actions, slackpost.New(cfg), slackpost.NewDelete(cfg))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	e.close = append(e.close, func() error { cancel(); return nil })
+	e.extra = append(e.extra, func(svc *approval.Service, m *Main) []web.Mount {
+		h, err := slackapp.New(slackapp.Config{Service: svc, SigningSecret: secret, Client: client,
+			Replays: m.Store, Logger: log})
+		if err != nil {
+			log.Error("slack interactions are off", "err", err)
+			return nil
+		}
+		m.closers = append(m.closers, func() error { h.Close(); return nil })
+		go learnWorkspace(ctx, client, h, log)
+		return []web.Mount{{Method: http.MethodPost, Path: "/slack/interactions", Handler: h.Handle}}
+	})
 	return nil
+}
+
+// slackAPIURL checks the Web API base URL and gives it the trailing slash
+// slack-go appends method names to.
+func slackAPIURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return "", fmt.Errorf("COUNTERSIGN_SLACK_API_URL must be an absolute http(s) URL without credentials, such as %s", slack.APIURL)
+	}
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
+	}
+	return u.String(), nil
+}
+
+// learnWorkspace asks Slack which workspace the token belongs to, so that
+// only that workspace's users' clicks count. It checks the token at start
+// too, and keeps trying (with backoff) while Slack is unreachable. Until it
+// succeeds, clicks are checked by signature and user id only.
+func learnWorkspace(ctx context.Context, client *slack.Client, h *slackapp.Handler, log *slog.Logger) {
+	wait := time.Second
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		r, err := client.AuthTestContext(cctx)
+		cancel()
+		if err == nil {
+			h.SetTeam(r.TeamID, r.EnterpriseID)
+			log.Info("slack connected", "team", r.Team, "team_id", r.TeamID, "bot_user", r.UserID)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		e, _ := notifyslack.Classify("auth.test", err)
+		log.Error("slack: cannot check the bot token; will retry", "err", e, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 5*time.Minute)
+	}
 }

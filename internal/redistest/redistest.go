@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/countersign/countersign/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -35,7 +36,7 @@ func Start(t testing.TB) *Server {
 		return &Server{URL: u}
 	}
 	m := miniredis.RunT(t)
-	m.ClockTTL(true) // keys expire in real time, as on a real server
+	t.Cleanup(store.RealTimeTTL(m)) // keys expire in real time, as on a real server
 	return &Server{URL: "redis://" + m.Addr(), Mini: m}
 }
 

@@ -1,0 +1,495 @@
+// Package slackapp handles Slack interactions (POST /slack/interactions):
+// the Approve and Reject buttons of approval messages and the reject
+// modal. A click counts only if Slack's request signature verifies (5
+// minute window), the request was not seen before, the clicking user (of
+// the right workspace) maps to an approver of that operation, that
+// approver has not decided before, and the button's payload hash is the
+// operation's. Anyone else gets an ephemeral explanation and nothing
+// changes.
+//
+// The handler acknowledges at once: it records the decision (a few Redis
+// round trips through approval.Service.DecideAs) and returns 200; the
+// message is edited later by the workers (approval's sync, through the
+// notify/slack Updater), and explanations and the modal are sent in the
+// background.
+//
+// The button contract (action ids, value) is defined by notify/slack;
+// this package declares the same values and the two are tested together.
+package slackapp
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/countersign/countersign/approval"
+	"github.com/gofiber/fiber/v2"
+	"github.com/slack-go/slack"
+)
+
+// The button contract, as in notify/slack.
+const (
+	ActionApprove = "approve"
+	ActionReject  = "reject"
+	// CallbackReject is the callback id of the reject modal.
+	CallbackReject = "countersign_reject"
+	// reasonBlock and reasonAction name the modal's input.
+	reasonBlock  = "reason"
+	reasonAction = "reason"
+	// Via is the channel recorded with Slack decisions.
+	Via = "slack"
+)
+
+// buttonValue is what each button carries (notify/slack.ButtonValue).
+type buttonValue struct {
+	Operation   string `json:"op"`
+	PayloadHash string `json:"hash"`
+}
+
+// modalState is the reject modal's private metadata.
+type modalState struct {
+	Operation   string `json:"op"`
+	PayloadHash string `json:"hash"`
+	Channel     string `json:"channel,omitempty"`
+}
+
+// Service is what the handler needs of approval.Service.
+type Service interface {
+	// DecideAs records a decision of a human authenticated by the channel.
+	DecideAs(ctx context.Context, key, approverID, via, payloadHash string, approve bool, reason string) (*approval.Operation, approval.DecideResult, error)
+	// Get reads an operation (nil principal: any).
+	Get(ctx context.Context, p *approval.Principal, key string) (*approval.Operation, error)
+	Policy() *approval.Policy
+	Now() time.Time
+}
+
+var _ Service = (*approval.Service)(nil)
+
+// Replays remembers requests already handled; store.Redis implements it.
+type Replays interface {
+	// Once reports whether name is seen for the first time within ttl.
+	Once(ctx context.Context, name string, ttl time.Duration) (bool, error)
+}
+
+// Config builds a Handler.
+type Config struct {
+	Service       Service
+	SigningSecret string
+	// Client sends ephemeral messages and opens the modal (bot token).
+	Client  *slack.Client
+	Replays Replays
+	// TeamID and EnterpriseID, when set, are the workspace (or Enterprise
+	// Grid organization) whose users' clicks count; SetTeam may set them
+	// later (from auth.test). While unset, the signature and the user id
+	// are what is checked.
+	TeamID, EnterpriseID string
+	Logger               *slog.Logger
+	// DecideTimeout bounds recording a decision, to stay within Slack's
+	// 3 seconds (default 2.5 s).
+	DecideTimeout time.Duration
+	// CallTimeout bounds each background Slack call (default 10 s).
+	CallTimeout time.Duration
+}
+
+// Handler serves POST /slack/interactions.
+type Handler struct {
+	cfg  Config
+	log  *slog.Logger
+	team atomic.Pointer[team]
+	wg   sync.WaitGroup
+}
+
+type team struct{ id, enterprise string }
+
+// New checks cfg and builds the handler.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Service == nil || cfg.SigningSecret == "" || cfg.Client == nil || cfg.Replays == nil {
+		return nil, errors.New("slackapp: service, signing secret, client and replay store are required")
+	}
+	if cfg.DecideTimeout == 0 {
+		cfg.DecideTimeout = 2500 * time.Millisecond
+	}
+	if cfg.CallTimeout == 0 {
+		cfg.CallTimeout = 10 * time.Second
+	}
+	h := &Handler{cfg: cfg, log: cfg.Logger}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.TeamID != "" || cfg.EnterpriseID != "" {
+		h.SetTeam(cfg.TeamID, cfg.EnterpriseID)
+	}
+	return h, nil
+}
+
+// SetTeam restricts clicks to users of this workspace (or organization).
+func (h *Handler) SetTeam(teamID, enterpriseID string) {
+	h.team.Store(&team{id: teamID, enterprise: enterpriseID})
+}
+
+// Close waits for the background Slack calls to finish.
+func (h *Handler) Close() { h.wg.Wait() }
+
+// replayTTL outlives the signature's 5-minute window on both sides.
+const replayTTL = 11 * time.Minute
+
+// Handle serves one interaction request.
+func (h *Handler) Handle(c *fiber.Ctx) error {
+	body := c.BodyRaw()
+	hdr := http.Header{}
+	hdr.Set("X-Slack-Signature", c.Get("X-Slack-Signature"))
+	hdr.Set("X-Slack-Request-Timestamp", c.Get("X-Slack-Request-Timestamp"))
+	sv, err := slack.NewSecretsVerifier(hdr, h.cfg.SigningSecret)
+	if err == nil {
+		_, _ = sv.Write(body)
+		err = sv.Ensure()
+	}
+	if err != nil {
+		h.log.Warn("slack: interaction refused: bad signature", "ip", c.IP(), "reason", err.Error())
+		return problem(c, http.StatusUnauthorized, "unauthenticated", "the request does not carry a valid, current Slack signature")
+	}
+
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		return problem(c, http.StatusBadRequest, "invalid_input", "the body is not a form")
+	}
+	if form.Get("payload") == "" {
+		if form.Get("ssl_check") != "" {
+			return ack(c)
+		}
+		return problem(c, http.StatusBadRequest, "invalid_input", "no payload")
+	}
+	var ic slack.InteractionCallback
+	if err := json.Unmarshal([]byte(form.Get("payload")), &ic); err != nil {
+		return problem(c, http.StatusBadRequest, "invalid_input", "the payload is not an interaction")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.DecideTimeout)
+	defer cancel()
+	// A valid request replayed within the window is acknowledged and
+	// ignored. It is known by what the signature covers (timestamp and
+	// body), not by the header's spelling, which may vary (hex case).
+	sum := sha256.Sum256(body)
+	first, err := h.cfg.Replays.Once(ctx, "slack-interaction:"+hdr.Get("X-Slack-Request-Timestamp")+":"+hex.EncodeToString(sum[:]), replayTTL)
+	if err != nil {
+		h.log.Error("slack: replay check failed", "err", err)
+		if ic.Type == slack.InteractionTypeViewSubmission {
+			return h.modalNotice(c, unavailableText)
+		}
+		h.ephemeral(channelOf(&ic), ic.User.ID, unavailableText)
+		return ack(c)
+	}
+	if !first {
+		h.log.Warn("slack: replayed interaction ignored", "user", ic.User.ID, "type", string(ic.Type))
+		return ack(c)
+	}
+
+	switch ic.Type {
+	case slack.InteractionTypeBlockActions:
+		h.blockActions(ctx, &ic)
+		return ack(c)
+	case slack.InteractionTypeViewSubmission:
+		return h.viewSubmission(ctx, c, &ic)
+	}
+	return ack(c)
+}
+
+const unavailableText = "countersign could not record this right now (a temporary problem). Nothing was recorded; try again in a moment."
+
+// ack is an empty 200: Slack's acknowledgement (and, for a modal
+// submission, "close the modal").
+func ack(c *fiber.Ctx) error {
+	c.Status(http.StatusOK)
+	return c.Send(nil)
+}
+
+func problem(c *fiber.Ctx, status int, code, msg string) error {
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.Status(status).JSON(fiber.Map{"error": fiber.Map{"code": code, "message": msg}})
+}
+
+func channelOf(ic *slack.InteractionCallback) string {
+	if ic.Channel.ID != "" {
+		return ic.Channel.ID
+	}
+	return ic.Container.ChannelID
+}
+
+// approver maps the clicking user to an approver, or explains why not.
+func (h *Handler) approver(ic *slack.InteractionCallback) (*approval.Approver, string) {
+	if t := h.team.Load(); t != nil {
+		teamID := ic.Team.ID
+		if teamID == "" {
+			teamID = ic.User.TeamID
+		}
+		if teamID != t.id && (t.enterprise == "" || ic.Enterprise.ID != t.enterprise) {
+			return nil, "This Slack workspace is not the one countersign is set up for. Nothing was recorded."
+		}
+	}
+	a := h.cfg.Service.Policy().ApproverBySlack(ic.User.ID)
+	if a == nil {
+		return nil, "You are not an approver of this operation, so your click counts for nothing. Nothing was recorded."
+	}
+	return a, ""
+}
+
+func (h *Handler) blockActions(ctx context.Context, ic *slack.InteractionCallback) {
+	var action *slack.BlockAction
+	for _, a := range ic.ActionCallback.BlockActions {
+		if a.ActionID == ActionApprove || a.ActionID == ActionReject {
+			action = a
+			break
+		}
+	}
+	if action == nil {
+		return
+	}
+	channel, user := channelOf(ic), ic.User.ID
+	var v buttonValue
+	if err := json.Unmarshal([]byte(action.Value), &v); err != nil || v.Operation == "" || v.PayloadHash == "" {
+		h.refuse(channel, user, "", "This button is not a valid countersign button. Nothing was recorded.")
+		return
+	}
+	a, why := h.approver(ic)
+	if a == nil {
+		h.refuse(channel, user, v.Operation, why)
+		return
+	}
+	if action.ActionID == ActionReject {
+		op, err := h.cfg.Service.Get(ctx, nil, v.Operation)
+		if why := h.precheck(op, err, a, v.PayloadHash); why != "" {
+			h.refuse(channel, user, v.Operation, why)
+			return
+		}
+		h.openRejectModal(ic.TriggerID, op, modalState{Operation: v.Operation, PayloadHash: v.PayloadHash, Channel: channel})
+		return
+	}
+	op, res, err := h.cfg.Service.DecideAs(ctx, v.Operation, a.ID, Via, v.PayloadHash, true, "")
+	if why := h.explain(op, res, err, a); why != "" {
+		h.refuse(channel, user, v.Operation, why)
+		return
+	}
+	h.log.Info("slack: approval recorded", "operation", v.Operation, "approver", a.ID, "outcome", string(res.Outcome))
+}
+
+// precheck says why an approver may not decide op now, without deciding
+// (the reject modal is opened only when a rejection could be recorded;
+// the submission is checked again when it is recorded).
+func (h *Handler) precheck(op *approval.Operation, err error, a *approval.Approver, hash string) string {
+	if err != nil {
+		return h.explain(op, approval.DecideResult{}, err, a)
+	}
+	switch {
+	case !op.Route.HasApprover(a.ID):
+		if op.Route.ForbidSelfApproval && op.OnBehalfOf == a.ID {
+			return h.explain(op, approval.DecideResult{}, &approval.Refusal{Reason: "you cannot approve an operation an agent prepared on your behalf"}, a)
+		}
+		return h.explain(op, approval.DecideResult{}, &approval.Refusal{Reason: "you are not an approver of this operation"}, a)
+	case op.Decided(a.ID):
+		return h.explain(op, approval.DecideResult{Outcome: approval.DecideAlreadyDecided}, nil, a)
+	case op.EffectiveStatus(h.cfg.Service.Now()) == approval.StatusExpired:
+		return h.explain(op, approval.DecideResult{Outcome: approval.DecideExpired}, nil, a)
+	case op.Status != approval.StatusPending:
+		return h.explain(op, approval.DecideResult{Outcome: approval.DecideNotPending, Status: op.Status}, nil, a)
+	case op.PayloadHash != hash:
+		return h.explain(op, approval.DecideResult{Outcome: approval.DecideHashMismatch}, nil, a)
+	}
+	return ""
+}
+
+// explain turns the result of a decision into the explanation the human
+// sees, or "" when the decision counted.
+func (h *Handler) explain(op *approval.Operation, res approval.DecideResult, err error, a *approval.Approver) string {
+	var r *approval.Refusal
+	switch {
+	case errors.As(err, &r):
+		return capitalize(r.Reason) + ". Nothing was recorded."
+	case approval.ErrorCode(err) == approval.CodeNotFound:
+		return "This operation no longer exists (finished operations are removed after their retention). Nothing was recorded."
+	case err != nil:
+		h.log.Error("slack: decision failed", "approver", a.ID, "err", err)
+		return unavailableText
+	}
+	switch res.Outcome {
+	case approval.DecideRecorded, approval.DecideApproved, approval.DecideRejected:
+		return ""
+	case approval.DecideAlreadyDecided, approval.DecideNotPending:
+		if op != nil {
+			if d := decisionOf(op, a.ID); d != nil {
+				verb := "approved"
+				if op.Rejection != nil && op.Rejection.Approver == a.ID {
+					verb = "rejected"
+				}
+				return fmt.Sprintf("You already %s this operation (via %s, %s); a decision cannot be changed. Nothing new was recorded.",
+					verb, escape(d.Via), slackDate(d.At))
+			}
+		}
+		if res.Outcome == approval.DecideAlreadyDecided {
+			return "You have already decided this operation, and a decision cannot be changed. Nothing new was recorded."
+		}
+		st := res.Status
+		if op != nil && st == "" {
+			st = op.Status
+		}
+		return "This operation is no longer waiting for decisions: it is " + strings.ReplaceAll(string(st), "_", " ") +
+			". Nothing was recorded."
+	case approval.DecideExpired:
+		s := "The approval window has ended, so the operation expired and nothing was done."
+		if op != nil && !op.ExpiresAt.IsZero() {
+			s = "The approval window ended " + slackDate(op.ExpiresAt) + ", so the operation expired and nothing was done."
+		}
+		return s
+	case approval.DecideHashMismatch:
+		return "This button does not match the operation: its payload hash differs from the one approved here. Nothing was recorded."
+	}
+	return "countersign did not record this (" + escape(string(res.Outcome)) + ")."
+}
+
+func decisionOf(op *approval.Operation, approver string) *approval.Decision {
+	if op.Rejection != nil && op.Rejection.Approver == approver {
+		return op.Rejection
+	}
+	for i := range op.Approvals {
+		if op.Approvals[i].Approver == approver {
+			return &op.Approvals[i]
+		}
+	}
+	return nil
+}
+
+func (h *Handler) viewSubmission(ctx context.Context, c *fiber.Ctx, ic *slack.InteractionCallback) error {
+	if ic.View.CallbackID != CallbackReject {
+		return ack(c)
+	}
+	var st modalState
+	if err := json.Unmarshal([]byte(ic.View.PrivateMetadata), &st); err != nil || st.Operation == "" {
+		return h.modalNotice(c, "This form is not a valid countersign form. Nothing was recorded.")
+	}
+	a, why := h.approver(ic)
+	if a == nil {
+		h.log.Info("slack: rejection refused", "operation", st.Operation, "user", ic.User.ID, "why", why)
+		return h.modalNotice(c, why)
+	}
+	var reason string
+	if ic.View.State != nil {
+		reason = strings.TrimSpace(ic.View.State.Values[reasonBlock][reasonAction].Value)
+	}
+	if reason == "" {
+		return c.JSON(slack.NewErrorsViewSubmissionResponse(map[string]string{reasonBlock: "Please say why, so the requester can act on it."}))
+	}
+	op, res, err := h.cfg.Service.DecideAs(ctx, st.Operation, a.ID, Via, st.PayloadHash, false, reason)
+	if why := h.explain(op, res, err, a); why != "" {
+		h.log.Info("slack: rejection refused", "operation", st.Operation, "approver", a.ID, "why", why)
+		return h.modalNotice(c, why)
+	}
+	h.log.Info("slack: rejection recorded", "operation", st.Operation, "approver", a.ID)
+	return ack(c) // closes the modal
+}
+
+// modalNotice replaces the modal with an explanation.
+func (h *Handler) modalNotice(c *fiber.Ctx, text string) error {
+	return c.JSON(slack.NewUpdateViewSubmissionResponse(&slack.ModalViewRequest{
+		Type: slack.VTModal, Title: plain("Not recorded"), Close: plain("Close"),
+		Blocks: slack.Blocks{BlockSet: []slack.Block{slack.NewSectionBlock(mrkdwn(text), nil, nil)}},
+	}))
+}
+
+// rejectModal is the modal asking for a reason.
+func rejectModal(op *approval.Operation, st modalState) slack.ModalViewRequest {
+	meta, _ := json.Marshal(st)
+	title := op.Preview.Title
+	if title == "" {
+		title = op.Action
+	}
+	input := slack.NewPlainTextInputBlockElement(plain("What should change, or why not at all?"), reasonAction)
+	input.Multiline = true
+	input.MaxLength = 2000
+	return slack.ModalViewRequest{
+		Type: slack.VTModal, CallbackID: CallbackReject, PrivateMetadata: string(meta),
+		Title: plain("Reject"), Submit: plain("Reject"), Close: plain("Cancel"),
+		Blocks: slack.Blocks{BlockSet: []slack.Block{
+			slack.NewSectionBlock(mrkdwn(truncate("*"+escape(title)+"*\nPayload `"+escape(approval.ShortHash(op.PayloadHash))+
+				"` · `"+escape(op.Key)+"`", 3000)), nil, nil),
+			slack.NewInputBlock(reasonBlock, plain("Why are you rejecting it?"),
+				plain("The agent that asked sees this reason. Nothing is done either way."), input),
+		}},
+	}
+}
+
+func (h *Handler) openRejectModal(trigger string, op *approval.Operation, st modalState) {
+	view := rejectModal(op, st)
+	h.background(func(ctx context.Context) {
+		if _, err := h.cfg.Client.OpenViewContext(ctx, trigger, view); err != nil {
+			h.log.Warn("slack: could not open the reject modal", "operation", st.Operation, "err", err)
+		}
+	})
+}
+
+// refuse logs a refused click and tells the user why, privately.
+func (h *Handler) refuse(channel, user, key, why string) {
+	h.log.Info("slack: click refused", "operation", key, "user", user, "why", why)
+	h.ephemeral(channel, user, why)
+}
+
+func (h *Handler) ephemeral(channel, user, text string) {
+	if channel == "" || user == "" {
+		return
+	}
+	h.background(func(ctx context.Context) {
+		if _, err := h.cfg.Client.PostEphemeralContext(ctx, channel, user, slack.MsgOptionText(text, false)); err != nil {
+			h.log.Warn("slack: could not send an ephemeral message", "user", user, "err", err)
+		}
+	})
+}
+
+// background runs a Slack call after the acknowledgement.
+func (h *Handler) background(f func(context.Context)) {
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.CallTimeout)
+		defer cancel()
+		f(ctx)
+	}()
+}
+
+func plain(s string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.PlainTextType, s, false, false)
+}
+
+func mrkdwn(s string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.MarkdownType, s, false, true)
+}
+
+func escape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+func slackDate(t time.Time) string {
+	return fmt.Sprintf("<!date^%d^{date_short_pretty} at {time}|%s>", t.Unix(), t.UTC().Format("Jan 2, 2006 15:04 UTC"))
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

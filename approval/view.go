@@ -116,7 +116,7 @@ func nextStep(op *Operation, st Status) (string, *int) {
 	case StatusRejected:
 		msg := "Rejected by a human. Do not send the same operation again."
 		if op.Rejection != nil && op.Rejection.Reason != "" {
-			msg = "Rejected by a human, who said: \"" + op.Rejection.Reason + "\". Do not send the same operation again; change it as asked or check with the user."
+			msg = "Rejected by a human. Their reason: \"" + op.Rejection.Reason + "\" Do not send the same operation again; change it as asked or check with the user."
 		}
 		return msg, nil
 	case StatusExpired:

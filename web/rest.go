@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -29,18 +30,28 @@ func (s *Server) authenticate(c *fiber.Ctx) error {
 		return err
 	}
 	if s.cfg.Limiter != nil {
-		ok, wait, err := s.cfg.Limiter.Allow(c.UserContext(), "api:"+p.ID, s.cfg.APIRate, time.Minute)
-		if err != nil {
+		if err := CheckRate(c.UserContext(), s.cfg.Limiter, p, s.cfg.APIRate); err != nil {
 			return err
-		}
-		if !ok {
-			secs := int(wait.Seconds()) + 1
-			return approval.Errorf(approval.CodeRateLimited, "more than %d requests a minute; retry in %d s", s.cfg.APIRate, secs).
-				WithDetails(map[string]any{"retry_after_seconds": secs})
 		}
 	}
 	c.Locals(principalLocal, p)
 	return c.Next()
+}
+
+// CheckRate counts one request of p against its budget of perMinute
+// requests a minute, shared by REST and MCP and by all replicas. Returns
+// rate_limited (with details.retry_after_seconds) when over budget.
+func CheckRate(ctx context.Context, l Limiter, p *approval.Principal, perMinute int) error {
+	ok, wait, err := l.Allow(ctx, "api:"+p.ID, perMinute, time.Minute)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		secs := int(wait.Seconds()) + 1
+		return approval.Errorf(approval.CodeRateLimited, "more than %d requests a minute; retry in %d s", perMinute, secs).
+			WithDetails(map[string]any{"retry_after_seconds": secs})
+	}
+	return nil
 }
 
 func principal(c *fiber.Ctx) *approval.Principal {

@@ -32,6 +32,10 @@ type Limiter interface {
 	Count(ctx context.Context, bucket string) (int, time.Duration, error)
 }
 
+// DefaultAPIRate is the requests per minute a principal may make (REST and
+// MCP share the budget).
+const DefaultAPIRate = 600
+
 // Mount adds a handler that another adapter provides (Slack, MCP).
 type Mount struct {
 	Method  string // "" for all methods
@@ -80,7 +84,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.BodyLimit = 256 << 10
 	}
 	if cfg.APIRate == 0 {
-		cfg.APIRate = 600
+		cfg.APIRate = DefaultAPIRate
 	}
 	if cfg.LinkFailures == 0 {
 		cfg.LinkFailures = 20

@@ -48,6 +48,7 @@ type Main struct {
 	rdb     redis.UniversalClient
 	mini    *miniredis.Miniredis
 	server  *web.Server
+	ln      net.Listener
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	closers []func() error
@@ -148,6 +149,7 @@ func (m *Main) Open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	m.ln = ln
 	m.Addr = ln.Addr().String()
 	m.PublicURL = strings.TrimRight(m.get("COUNTERSIGN_PUBLIC_URL", "http://"+m.Addr), "/")
 
@@ -304,6 +306,11 @@ func (m *Main) Close() error {
 			m.log.Warn("http shutdown did not finish in time; closing anyway", "err", err)
 		}
 		cancel()
+	}
+	if m.ln != nil {
+		// Shutdown right after Open can run before the server registered the
+		// listener; closing it ourselves makes the accept loop end anyway.
+		_ = m.ln.Close()
 	}
 	if m.cancel != nil {
 		m.cancel()

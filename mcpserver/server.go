@@ -1,0 +1,254 @@
+// Package mcpserver is countersign's MCP surface (SPEC §6): the tools with
+// which an agent prepares, sends and follows operations, written once
+// against Backend. countersign serve mounts it as stateless streamable
+// HTTP at /mcp over the in-process service (NewHTTPHandler, Local);
+// countersign mcp runs it over stdio, bridging to a running service
+// through the REST client (client.Client).
+//
+// No tool approves, rejects or decides anything, and no result or error
+// carries a capability: results are the agent's view of an operation
+// (approval.View), and errors are the contract's coded errors.
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"reflect"
+	"time"
+
+	"github.com/countersign/countersign/approval"
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Options configure the MCP server. The zero value is fine.
+type Options struct {
+	// Name and Version identify the server to clients (default
+	// "countersign" and "dev").
+	Name, Version string
+	// Logger receives one line per tool call (tool, operation key, outcome,
+	// duration) and the text of internal errors. It must not be stdout on
+	// stdio. Default: discard.
+	Logger *slog.Logger
+}
+
+// BackendFunc picks the backend of one tool call: on HTTP, the principal
+// of the request's bearer key.
+type BackendFunc func(ctx context.Context, req *mcp.CallToolRequest) (Backend, error)
+
+// NewServer returns the MCP server with every tool, calling b.
+func NewServer(b Backend, opts *Options) *mcp.Server {
+	return NewServerFunc(func(context.Context, *mcp.CallToolRequest) (Backend, error) { return b, nil }, opts)
+}
+
+// NewServerFunc returns the MCP server with every tool, calling the
+// backend pick returns for each call.
+func NewServerFunc(pick BackendFunc, opts *Options) *mcp.Server {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Name == "" {
+		o.Name = "countersign"
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &server{
+		mcp: mcp.NewServer(&mcp.Implementation{Name: o.Name, Title: "countersign: human-approved actions", Version: o.Version},
+			&mcp.ServerOptions{
+				Instructions: Instructions,
+				Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+			}),
+		pick: pick,
+		log:  o.Logger,
+	}
+	s.addTools()
+	return s.mcp
+}
+
+type server struct {
+	mcp  *mcp.Server
+	pick BackendFunc
+	log  *slog.Logger
+}
+
+// result is what a tool produced: structured content and the text for the
+// model.
+type result struct {
+	structured any
+	text       string
+	key        string
+	status     approval.Status
+}
+
+func viewResult(v approval.View, text string) result {
+	return result{structured: v, text: text, key: v.OperationKey, status: v.Status}
+}
+
+// schemaOptions describe json.RawMessage (input, result, body, diff values)
+// as any JSON value rather than as bytes. (Not the empty schema: that
+// marshals as true, which the TypeScript SDK refuses as a property schema.)
+var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+	reflect.TypeFor[json.RawMessage](): {Description: "any JSON value"},
+}}
+
+// The output schemas describe a result, and also admit a tool error's
+// structured content ({"error": {code, message, details}}): the
+// TypeScript SDK client validates structured content against the output
+// schema even when isError is set, and throws on a mismatch, which would
+// hide the error from the model. So no property is required at the top,
+// and "error" takes the contract's error object as well as an operation's.
+var (
+	viewSchema = openTop(mustSchema[approval.View](describeView))
+	listSchema = openTop(mustSchema[ListResult](func(p map[string]*jsonschema.Schema) {
+		p["operations"].Items = mustSchema[approval.View](describeView)
+		p["operations"].Description = "your operations, newest first"
+		p["error"] = mustSchema[approval.Error](nil)
+		p["error"].Description = "in a tool error only: the error of the call"
+	}))
+)
+
+func openTop(s *jsonschema.Schema) *jsonschema.Schema {
+	s.Required = nil
+	return s
+}
+
+// describeView documents the operation object for models and clients.
+func describeView(p map[string]*jsonschema.Schema) {
+	statuses := make([]any, len(approval.Statuses))
+	for i, st := range approval.Statuses {
+		statuses[i] = string(st)
+	}
+	p["status"].Enum = statuses
+	for name, d := range map[string]string{
+		"operation_key":       "the operation's key: keep it to follow, send or cancel the operation",
+		"status":              "draft, pending_approval, approved, executing; final: succeeded, failed, rejected, expired, canceled",
+		"expires_at":          "when the draft expires, or when the approval window ends",
+		"payload_hash":        "SHA-256 of the canonical action, input and principal: what the human approves",
+		"input":               "the normalized input, exactly what executes once approved",
+		"preview":             "what the human approver sees",
+		"approval":            "who must approve, who did, who rejected (with the reason), and who was notified",
+		"result":              "the action's result once it succeeded",
+		"error":               "why the operation failed (status failed); in a tool error, the only property: the error of the call {code, message, details}",
+		"next_step":           "what to do next, in plain words",
+		"retry_after_seconds": "a sensible delay before polling again",
+	} {
+		if s := p[name]; s != nil {
+			s.Description = d
+		}
+	}
+}
+
+// mustSchema infers T's schema; edit adjusts its properties.
+func mustSchema[T any](edit func(map[string]*jsonschema.Schema)) *jsonschema.Schema {
+	s, err := jsonschema.For[T](schemaOptions)
+	if err != nil {
+		panic(err)
+	}
+	if edit != nil {
+		edit(s.Properties)
+	}
+	return s
+}
+
+// inputSchema is T's schema for a model: arrays are arrays (not
+// "null or array"), as the arguments are read strictly.
+func inputSchema[T any](edit func(map[string]*jsonschema.Schema)) *jsonschema.Schema {
+	s := mustSchema[T](edit)
+	for _, p := range s.Properties {
+		if len(p.Types) == 2 && p.Types[0] == "null" {
+			p.Type, p.Types = p.Types[1], nil
+		}
+	}
+	return s
+}
+
+// add registers one tool: strict argument decoding (invalid_input with
+// the contract's codes, never the SDK's validator prose), the backend call,
+// and the translation of its outcome into a result or a tool error.
+func add[In any](s *server, t *mcp.Tool, edit func(map[string]*jsonschema.Schema), run func(context.Context, Backend, In) (result, error)) {
+	t.InputSchema = inputSchema[In](edit)
+	if t.Name == ToolListOperations {
+		t.OutputSchema = listSchema
+	} else {
+		t.OutputSchema = viewSchema
+	}
+	name := t.Name
+	s.mcp.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		start := time.Now()
+		var res result
+		in, err := decodeArgs[In](req.Params.Arguments)
+		if err == nil {
+			var b Backend
+			if b, err = s.pick(ctx, req); err == nil {
+				res, err = run(ctx, b, in)
+			}
+		}
+		attrs := []any{"tool", name, "duration_ms", time.Since(start).Milliseconds()}
+		if err != nil {
+			out, code := s.errorResult(name, err)
+			s.log.Info("mcp tool call", append(attrs, "error", code)...)
+			return out, nil
+		}
+		if res.key != "" {
+			attrs = append(attrs, "operation", res.key, "status", res.status)
+		}
+		s.log.Info("mcp tool call", attrs...)
+		return okResult(res)
+	})
+}
+
+// okResult is the structured content plus the text for the model, and the
+// serialized JSON for clients that only read text content.
+func okResult(res result) (*mcp.CallToolResult, error) {
+	data, err := marshal(res.structured)
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: res.text}, &mcp.TextContent{Text: string(data)}},
+		StructuredContent: json.RawMessage(data),
+	}, nil
+}
+
+// marshal is encoding/json without HTML escaping: "<" reads as written.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// ErrorContent is the structured content of a tool error: the contract's
+// error object.
+type ErrorContent struct {
+	Error *approval.Error `json:"error"`
+}
+
+// errorResult turns err into a tool error carrying the contract's code and
+// message in the text and in structured content. Foreign errors are logged
+// and shown as internal, never with their text.
+func (s *server) errorResult(tool string, err error) (*mcp.CallToolResult, approval.Code) {
+	var e *approval.Error
+	if !errors.As(err, &e) {
+		s.log.Error("mcp tool failed", "tool", tool, "err", err)
+		e = approval.Errorf(approval.CodeInternal, "internal error; it has been logged")
+	}
+	data, _ := marshal(ErrorContent{Error: e})
+	res := &mcp.CallToolResult{
+		IsError:           true,
+		Content:           []mcp.Content{&mcp.TextContent{Text: errorText(e)}},
+		StructuredContent: json.RawMessage(data),
+	}
+	return res, e.Code
+}

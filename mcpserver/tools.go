@@ -1,0 +1,269 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/countersign/countersign/approval"
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Tool names of SPEC §6. They are the whole tool surface: none of them
+// approves, rejects or decides anything (tools_test.go pins this list).
+const (
+	ToolPrepareEmail        = "prepare_email"
+	ToolPrepareSlackMessage = "prepare_slack_message"
+	ToolPrepareHTTPRequest  = "prepare_http_request"
+	ToolPrepareUndo         = "prepare_undo"
+	ToolSendOperation       = "send_operation"
+	ToolGetOperationStatus  = "get_operation_status"
+	ToolCancelOperation     = "cancel_operation"
+	ToolListOperations      = "list_operations"
+)
+
+// ToolNames lists every tool, in the order tools/list shows them.
+var ToolNames = []string{
+	ToolPrepareEmail, ToolPrepareSlackMessage, ToolPrepareHTTPRequest, ToolPrepareUndo,
+	ToolSendOperation, ToolGetOperationStatus, ToolCancelOperation, ToolListOperations,
+}
+
+// Actions behind the prepare tools.
+const (
+	ActionEmailSend        = "email.send"
+	ActionSlackPostMessage = "slack.post_message"
+	ActionHTTPRequest      = "http.request"
+)
+
+// MaxWaitSeconds is the longest long-poll of get_operation_status.
+const MaxWaitSeconds = 30
+
+// Instructions are the server instructions: the whole flow in a few lines.
+const Instructions = `countersign lets you prepare consequential actions (emails, Slack messages, writes to configured HTTP APIs) that only a human can approve. You can never approve anything: no tool approves, and no result ever contains an approval token, link or code. Humans approve out of band, in Slack or through an emailed link.
+
+Flow:
+1. prepare_email / prepare_slack_message / prepare_http_request store a draft and return its operation_key and the exact preview the human will see. Nothing is sent and nobody is asked yet.
+2. send_operation asks the approvers. Tell the user it is waiting for approval.
+3. get_operation_status follows it; pass wait_seconds (up to 30) to wait for a change instead of polling quickly. Once approved, countersign itself carries out exactly the stored action, once.
+Statuses: draft → pending_approval → approved → executing → succeeded | failed; or rejected, expired, canceled. Those five and succeeded/failed are final.
+
+Keep each operation_key. Read next_step in every result. Use idempotency_key when you may retry a prepare. If an operation is rejected, read approval.rejection.reason and do not send it again; prepare a changed one if the user wants. To change anything, prepare a new operation and cancel_operation the old one. list_operations shows your operations.`
+
+const noCapability = "A human approves or rejects it out of band (Slack or an emailed link); you will never receive a token, link or code, and no tool can approve. "
+
+const followUp = "Follow it with get_operation_status, passing wait_seconds (up to 30) to wait for a change."
+
+const prepareTail = "It does not send anything and does not notify anyone: call send_operation with the returned operation_key to ask a human to approve it. " +
+	noCapability + "Once approved, countersign executes exactly this stored action, once. " + followUp +
+	" A draft that is not sent expires (expires_at). Pass idempotency_key to make retries safe: the same key with the same arguments returns the same operation instead of a second one."
+
+type emailArgs struct {
+	To             []string `json:"to" jsonschema:"recipient email addresses"`
+	Cc             []string `json:"cc,omitempty" jsonschema:"carbon-copy addresses"`
+	Bcc            []string `json:"bcc,omitempty" jsonschema:"blind-carbon-copy addresses"`
+	Subject        string   `json:"subject" jsonschema:"subject line"`
+	Text           string   `json:"text" jsonschema:"plain-text body, sent exactly as given"`
+	HTML           string   `json:"html,omitempty" jsonschema:"optional HTML body, sent as an alternative to text"`
+	ReplyTo        string   `json:"reply_to,omitempty" jsonschema:"optional Reply-To address"`
+	IdempotencyKey string   `json:"idempotency_key,omitempty" jsonschema:"optional key (1-128 printable ASCII characters, no spaces) that makes retrying this prepare safe"`
+}
+
+type slackArgs struct {
+	Channel        string `json:"channel" jsonschema:"Slack channel: a name such as #general or an id such as C0123456789"`
+	Text           string `json:"text" jsonschema:"message text (Slack mrkdwn), posted exactly as given"`
+	ThreadTS       string `json:"thread_ts,omitempty" jsonschema:"optional ts of a message to reply to in its thread"`
+	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"optional key (1-128 printable ASCII characters, no spaces) that makes retrying this prepare safe"`
+}
+
+type httpArgs struct {
+	Target         string          `json:"target" jsonschema:"name of an HTTP target configured on the countersign service (credentials stay on the service)"`
+	Method         string          `json:"method" jsonschema:"HTTP method, e.g. PATCH, PUT, POST or DELETE; the target's allow list decides"`
+	Path           string          `json:"path" jsonschema:"path under the target's base URL, e.g. /events/42"`
+	Query          json.RawMessage `json:"query,omitempty" jsonschema:"optional query parameters: an object of name to a string or a list of strings"`
+	Body           json.RawMessage `json:"body,omitempty" jsonschema:"optional JSON request body"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty" jsonschema:"optional key (1-128 printable ASCII characters, no spaces) that makes retrying this prepare safe"`
+}
+
+type keyArgs struct {
+	OperationKey string `json:"operation_key" jsonschema:"the operation's key, op_ followed by 26 characters, from an earlier result"`
+}
+
+type statusArgs struct {
+	OperationKey string `json:"operation_key" jsonschema:"the operation's key, op_ followed by 26 characters, from an earlier result"`
+	WaitSeconds  int    `json:"wait_seconds,omitempty" jsonschema:"optional long-poll: wait up to this many seconds (0-30) for the operation to change, then return its status; 0 returns at once"`
+}
+
+type listArgs struct {
+	Status string `json:"status,omitempty" jsonschema:"optional: only operations in this status"`
+}
+
+// ListResult is the structured content of list_operations.
+type ListResult struct {
+	Operations []approval.View `json:"operations"`
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// prepareAnnotations: read-only false, destructive false, idempotent true.
+func prepareAnnotations(title string) *mcp.ToolAnnotations {
+	return &mcp.ToolAnnotations{Title: title, ReadOnlyHint: false, DestructiveHint: ptr(false), IdempotentHint: true}
+}
+
+func (s *server) addTools() {
+	add(s, &mcp.Tool{
+		Name: ToolPrepareEmail, Title: "Prepare an email for approval",
+		Description: "Prepare an email for a human to approve, and see exactly what would be sent. It stores a draft with the normalized message and returns its operation_key and preview. " + prepareTail,
+		Annotations: prepareAnnotations("Prepare an email for approval"),
+	}, nil, func(ctx context.Context, b Backend, in emailArgs) (result, error) {
+		input := map[string]any{"to": in.To, "cc": orEmpty(in.Cc), "bcc": orEmpty(in.Bcc), "subject": in.Subject, "text": in.Text}
+		if in.HTML != "" {
+			input["html"] = in.HTML
+		}
+		if in.ReplyTo != "" {
+			input["reply_to"] = in.ReplyTo
+		}
+		return prepare(ctx, b, ActionEmailSend, input, in.IdempotencyKey)
+	})
+
+	add(s, &mcp.Tool{
+		Name: ToolPrepareSlackMessage, Title: "Prepare a Slack message for approval",
+		Description: "Prepare a Slack message for a human to approve, and see exactly what would be posted. It stores a draft and returns its operation_key and preview. " + prepareTail,
+		Annotations: prepareAnnotations("Prepare a Slack message for approval"),
+	}, nil, func(ctx context.Context, b Backend, in slackArgs) (result, error) {
+		input := map[string]any{"channel": in.Channel, "text": in.Text}
+		if in.ThreadTS != "" {
+			input["thread_ts"] = in.ThreadTS
+		}
+		return prepare(ctx, b, ActionSlackPostMessage, input, in.IdempotencyKey)
+	})
+
+	add(s, &mcp.Tool{
+		Name: ToolPrepareHTTPRequest, Title: "Prepare an HTTP request for approval",
+		Description: "Prepare a write to a configured HTTP API (a target such as a calendar or store) for a human to approve. " +
+			"countersign checks the target's allow list, reads the current state of what the request changes, and shows the field-level diff in the preview; the human approves that exact request. " +
+			"It stores a draft and returns its operation_key; it writes nothing. If the remote state changes before execution, the operation fails with stale_state and nothing is written. " + prepareTail,
+		Annotations: prepareAnnotations("Prepare an HTTP request for approval"),
+	}, func(p map[string]*jsonschema.Schema) {
+		p["method"].Enum = []any{"POST", "PUT", "PATCH", "DELETE"}
+		p["query"] = &jsonschema.Schema{Type: "object", Description: p["query"].Description,
+			AdditionalProperties: &jsonschema.Schema{AnyOf: []*jsonschema.Schema{
+				{Type: "string"}, {Type: "array", Items: &jsonschema.Schema{Type: "string"}}}}}
+		p["body"] = &jsonschema.Schema{Description: p["body"].Description}
+	}, func(ctx context.Context, b Backend, in httpArgs) (result, error) {
+		input := map[string]any{"target": in.Target, "method": in.Method, "path": in.Path}
+		if q := bytes.TrimSpace(in.Query); len(q) > 0 && string(q) != "null" {
+			if q[0] != '{' {
+				return result{}, approval.FieldErrors{{Field: "query", Reason: "must be an object"}}.Err()
+			}
+			input["query"] = json.RawMessage(q)
+		}
+		if body := bytes.TrimSpace(in.Body); len(body) > 0 && string(body) != "null" {
+			input["body"] = json.RawMessage(body)
+		}
+		return prepare(ctx, b, ActionHTTPRequest, input, in.IdempotencyKey)
+	})
+
+	add(s, &mcp.Tool{
+		Name: ToolPrepareUndo, Title: "Prepare the undo of a succeeded operation",
+		Description: "Prepare the compensating operation of one of your succeeded operations (delete a posted Slack message; write back the previous values an HTTP update changed). " +
+			"The undo is a new operation with its own operation_key and needs its own human approval: call send_operation on it. " +
+			"Emails cannot be undone (invalid_state). If the target changed since the execution, it is refused with stale_state. Preparing it again returns the same draft. " +
+			noCapability + followUp,
+		Annotations: prepareAnnotations("Prepare an undo"),
+	}, nil, func(ctx context.Context, b Backend, in keyArgs) (result, error) {
+		v, created, err := b.PrepareUndo(ctx, in.OperationKey)
+		if err != nil {
+			return result{}, err
+		}
+		return viewResult(v, undoText(v, created, in.OperationKey)), nil
+	})
+
+	add(s, &mcp.Tool{
+		Name: ToolSendOperation, Title: "Send an operation for human approval",
+		Description: "Send a prepared draft to its human approvers: countersign notifies them in Slack and/or by email with the exact preview. " +
+			"This does not approve or execute anything: it only asks. " + noCapability +
+			"Once approved, countersign executes the stored action itself, exactly once. Calling it again changes nothing and returns the current status. " +
+			"It is refused with invalid_state for an expired, rejected or canceled operation, and with writes_disabled while the service's kill switch is on. " + followUp,
+		Annotations: &mcp.ToolAnnotations{Title: "Send for approval", ReadOnlyHint: false, DestructiveHint: ptr(true),
+			IdempotentHint: true, OpenWorldHint: ptr(true)},
+	}, nil, func(ctx context.Context, b Backend, in keyArgs) (result, error) {
+		v, err := b.Send(ctx, in.OperationKey)
+		if err != nil {
+			return result{}, err
+		}
+		return viewResult(v, sendText(v)), nil
+	})
+
+	add(s, &mcp.Tool{
+		Name: ToolGetOperationStatus, Title: "Get an operation's status",
+		Description: "Get the current status of one of your operations: who was notified, who approved or rejected it (with the reason), its result or error, and next_step. " +
+			"With wait_seconds (1-30) it long-polls: it returns as soon as the status changes, or after wait_seconds with the unchanged status; call it again to keep waiting. " +
+			"It never approves anything and never returns a token or link.",
+		Annotations: &mcp.ToolAnnotations{Title: "Get operation status", ReadOnlyHint: true},
+	}, func(p map[string]*jsonschema.Schema) {
+		p["wait_seconds"].Minimum = ptr(0.0)
+		p["wait_seconds"].Maximum = ptr(float64(MaxWaitSeconds))
+	}, func(ctx context.Context, b Backend, in statusArgs) (result, error) {
+		if in.WaitSeconds < 0 || in.WaitSeconds > MaxWaitSeconds {
+			return result{}, approval.FieldErrors{{Field: "wait_seconds", Reason: "must be a whole number of seconds from 0 to 30"}}.Err()
+		}
+		v, err := b.Get(ctx, in.OperationKey, time.Duration(in.WaitSeconds)*time.Second)
+		if err != nil {
+			return result{}, err
+		}
+		return viewResult(v, statusText(v, in.WaitSeconds)), nil
+	})
+
+	add(s, &mcp.Tool{
+		Name: ToolCancelOperation, Title: "Cancel an operation",
+		Description: "Cancel one of your operations that is still a draft or waiting for approval; nothing will be done and approvers can no longer approve it. " +
+			"Canceling a canceled operation returns it unchanged. It is refused with invalid_state once the operation was approved, has run, or has ended otherwise.",
+		Annotations: &mcp.ToolAnnotations{Title: "Cancel an operation", ReadOnlyHint: false, IdempotentHint: true},
+	}, nil, func(ctx context.Context, b Backend, in keyArgs) (result, error) {
+		v, err := b.Cancel(ctx, in.OperationKey)
+		if err != nil {
+			return result{}, err
+		}
+		return viewResult(v, cancelText(v)), nil
+	})
+
+	statuses := make([]any, len(approval.Statuses))
+	for i, st := range approval.Statuses {
+		statuses[i] = string(st)
+	}
+	add(s, &mcp.Tool{
+		Name: ToolListOperations, Title: "List your operations",
+		Description: "List the operations you prepared (newest first, up to 200), optionally only those in one status, with their status and next_step. It never shows other agents' operations and never returns a token or link.",
+		Annotations: &mcp.ToolAnnotations{Title: "List operations", ReadOnlyHint: true},
+	}, func(p map[string]*jsonschema.Schema) {
+		p["status"].Enum = statuses
+	}, func(ctx context.Context, b Backend, in listArgs) (result, error) {
+		views, err := b.List(ctx, approval.Status(in.Status))
+		if err != nil {
+			return result{}, err
+		}
+		return result{structured: ListResult{Operations: views}, text: listText(views, in.Status)}, nil
+	})
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// prepare stores a draft of action with input.
+func prepare(ctx context.Context, b Backend, action string, input map[string]any, idem string) (result, error) {
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return result{}, approval.Errorf(approval.CodeInvalidInput, "arguments cannot be encoded as JSON")
+	}
+	v, created, err := b.Prepare(ctx, approval.PrepareCall{Action: action, Input: raw, IdempotencyKey: idem})
+	if err != nil {
+		return result{}, err
+	}
+	return viewResult(v, prepareText(v, created)), nil
+}

@@ -84,3 +84,43 @@ func approvedOp(b *testing.B, h *harness) string {
 	}
 	return op.Key
 }
+
+// BenchmarkPrepareParallel is prepare's throughput with many agents at once.
+func BenchmarkPrepareParallel(b *testing.B) {
+	h := benchHarness(b)
+	input := json.RawMessage(`{"n":1,"note":"benchmark"}`)
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, _, err := h.svc.Prepare(bg, h.agent, approval.PrepareCall{Action: "test.effect", Input: input}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkClaimParallel is the claim script's throughput with many
+// workers claiming distinct approved operations at once.
+func BenchmarkClaimParallel(b *testing.B) {
+	h := benchHarness(b)
+	keys := make(chan string, b.N)
+	for range b.N {
+		keys <- approvedOp(b, h)
+	}
+	close(keys)
+	now := h.clock.Now()
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			k := <-keys
+			if _, won, err := h.store.Move(bg, k, approval.MoveTransition{From: []approval.Status{approval.StatusApproved},
+				To: approval.StatusExecuting, Now: now, Unexpired: true, TTL: time.Hour}); err != nil || !won {
+				b.Errorf("claim: %v %v", won, err)
+				return
+			}
+		}
+	})
+}

@@ -159,7 +159,7 @@ func (k *Keyring) ParseLink(token string) (LinkClaims, error) {
 	if len(parts) != 3 || k.key(parts[0]) == nil {
 		return LinkClaims{}, ErrLinkMalformed
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(parts[1])
 	if err != nil {
 		return LinkClaims{}, ErrLinkMalformed
 	}
@@ -185,7 +185,7 @@ func (k *Keyring) VerifyLink(token, payloadHash string) error {
 	if key == nil {
 		return ErrLinkMalformed
 	}
-	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+	sig, err := base64.RawURLEncoding.Strict().DecodeString(parts[2]) // one encoding per signature
 	if err != nil {
 		return ErrLinkSignature
 	}

@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/countersign/countersign/internal/testkit"
 	"io"
 	"log/slog"
 	"net"
@@ -201,23 +202,8 @@ type harness struct {
 	t      testing.TB  // the test that owns the harness (and its servers)
 }
 
-// syncBuffer is a goroutine-safe buffer.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a goroutine-safe log sink that tests can search.
+type syncBuffer = testkit.Buffer
 
 func keyHash(k string) string { return strings.TrimPrefix(approval.SHA256Hex([]byte(k)), "sha256:") }
 

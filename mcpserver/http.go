@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"errors"
+	"github.com/countersign/countersign/internal/jsonx"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -115,6 +116,6 @@ func unauthorized(w http.ResponseWriter, err error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusUnauthorized)
-	body, _ := marshal(ErrorContent{Error: e})
+	body, _ := jsonx.Marshal(ErrorContent{Error: e})
 	_, _ = w.Write(body)
 }

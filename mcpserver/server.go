@@ -11,10 +11,10 @@
 package mcpserver
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/countersign/countersign/internal/jsonx"
 	"log/slog"
 	"reflect"
 	"time"
@@ -208,7 +208,7 @@ func add[In any](s *server, t *mcp.Tool, edit func(map[string]*jsonschema.Schema
 // okResult is the structured content plus the text for the model, and the
 // serialized JSON for clients that only read text content.
 func okResult(res result) (*mcp.CallToolResult, error) {
-	data, err := marshal(res.structured)
+	data, err := jsonx.Marshal(res.structured)
 	if err != nil {
 		return nil, err
 	}
@@ -216,17 +216,6 @@ func okResult(res result) (*mcp.CallToolResult, error) {
 		Content:           []mcp.Content{&mcp.TextContent{Text: res.text}, &mcp.TextContent{Text: string(data)}},
 		StructuredContent: json.RawMessage(data),
 	}, nil
-}
-
-// marshal is encoding/json without HTML escaping: "<" reads as written.
-func marshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
 // ErrorContent is the structured content of a tool error: the contract's
@@ -244,7 +233,7 @@ func (s *server) errorResult(tool string, err error) (*mcp.CallToolResult, appro
 		s.log.Error("mcp tool failed", "tool", tool, "err", err)
 		e = approval.Errorf(approval.CodeInternal, "internal error; it has been logged")
 	}
-	data, _ := marshal(ErrorContent{Error: e})
+	data, _ := jsonx.Marshal(ErrorContent{Error: e})
 	res := &mcp.CallToolResult{
 		IsError:           true,
 		Content:           []mcp.Content{&mcp.TextContent{Text: errorText(e)}},

@@ -5,10 +5,9 @@
 package web
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
+	"github.com/countersign/countersign/internal/jsonx"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -118,7 +117,7 @@ func New(cfg Config) (*Server, error) {
 		// larger ceiling, and bodies between the two get a proper 413.
 		BodyLimit: 4 * cfg.BodyLimit, ErrorHandler: s.errorHandler, DisableStartupMessage: true,
 		ReadTimeout: 40 * time.Second, WriteTimeout: 40 * time.Second, IdleTimeout: 2 * time.Minute,
-		AppName: "countersign", JSONEncoder: marshalJSON,
+		AppName: "countersign", JSONEncoder: jsonx.Marshal,
 	}
 	if len(cfg.TrustedProxies) > 0 {
 		fc.ProxyHeader = fiber.HeaderXForwardedFor
@@ -290,16 +289,4 @@ func toString(v any) string {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.svc.Close()
 	return s.app.ShutdownWithContext(ctx)
-}
-
-// marshalJSON is encoding/json without HTML escaping: responses are read by
-// programs, and "<api key>" should read as written.
-func marshalJSON(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }

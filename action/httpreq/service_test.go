@@ -1,9 +1,9 @@
 package httpreq_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/countersign/countersign/internal/testkit"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -34,17 +34,7 @@ type svcEnv struct {
 	events []approval.Event
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+type syncBuffer = testkit.Buffer
 
 // inbox keeps the notices the console channel would print.
 type inbox struct {

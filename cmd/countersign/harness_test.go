@@ -13,11 +13,11 @@ package main
 // declared with testKeyHash in a test's config.
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/countersign/countersign/internal/testkit"
 	"io"
 	"net/http"
 	"net/url"
@@ -41,22 +41,7 @@ var testKeyHash = apiKeyHash(testAPIKey)
 const testLinkKeys = "k1:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
 
 // syncBuffer is a goroutine-safe log sink that tests can search.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testkit.Buffer
 
 type serviceOpts struct {
 	// Config is the YAML policy; empty runs development mode.

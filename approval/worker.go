@@ -53,11 +53,32 @@ func (s *Service) work(ctx context.Context, q Queue, consumer string) {
 			// Leave the task unacknowledged: another worker claims it after
 			// its idle time, and the scheduled retry wakes it too.
 			s.log.Warn("reconcile failed", "operation", t.Operation, "err", err)
-			_ = s.store.WakeAt(context.WithoutCancel(ctx), t.Operation, "retry", s.now().Add(5*time.Second))
+			if s.store.WakeAt(context.WithoutCancel(ctx), t.Operation, "retry", s.now().Add(5*time.Second)) != nil {
+				// The store itself is failing: keep knocking from here, so
+				// the operation moves on as soon as it is back.
+				go s.rewake(ctx, t.Operation)
+			}
 			continue
 		}
 		if err := q.Done(context.WithoutCancel(ctx), t); err != nil {
 			s.log.Warn("queue ack failed", "err", err)
+		}
+	}
+}
+
+// rewake retries, while the store is unreachable (for about five
+// minutes), to release the given leases and wake the operation.
+func (s *Service) rewake(ctx context.Context, key string, leases ...string) {
+	for i := range 40 {
+		sleep(ctx, min(time.Second<<min(i, 3), 8*time.Second))
+		if ctx.Err() != nil {
+			return
+		}
+		for len(leases) > 0 && s.store.Unlease(ctx, key, leases[0]) == nil {
+			leases = leases[1:]
+		}
+		if len(leases) == 0 && s.store.Wake(ctx, key) == nil {
+			return
 		}
 	}
 }
@@ -157,6 +178,12 @@ func (s *Service) deliverOne(ctx context.Context, op *Operation, job Job, n Noti
 		return err
 	}
 	if err := s.deliverJob(ctx, op, job, n, msg); err != nil {
+		if ErrorCode(err) == CodeUnavailable {
+			// Our store failed, not the channel: free the lease and wake the
+			// operation again as soon as the store is back.
+			go s.rewake(ctx, op.Key, lease)
+			return nil
+		}
 		attempt := s.bumpAttempt(op.Key, job.ID)
 		wait := backoff(attempt)
 		var ra *RetryAfterError

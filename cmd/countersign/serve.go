@@ -85,6 +85,7 @@ func (m *Main) Open(ctx context.Context) error {
 		}
 	}
 	m.log = slog.New(slog.NewJSONHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	useRedisLogger(m.log)
 	now := m.Now
 	if now == nil {
 		now = time.Now

@@ -148,7 +148,13 @@ func outcome(op *Operation, m Message) string {
 		}
 		return "Rejected."
 	case StatusExpired:
-		return "Expired: nobody decided before the approval window ended. Nothing was done."
+		if len(m.Approvals) >= m.Required && m.Required > 0 {
+			return "Expired: approved by " + names() + ", but it could not run before the approval window ended (writes were turned off). Nothing was done."
+		}
+		if op.SentAt == nil {
+			return "Expired as a draft: it was never sent for approval. Nothing was done."
+		}
+		return "Expired: not enough approvals before the approval window ended. Nothing was done."
 	case StatusCanceled:
 		return "Canceled by the requester. Nothing was done."
 	}

@@ -353,3 +353,22 @@ func TestNotificationRetriedAfterFailure(t *testing.T) {
 		t.Fatalf("%d notices, want 1", got)
 	}
 }
+
+func TestApprovedButExpiredSaysWhy(t *testing.T) {
+	h := newHarness(t, opts{})
+	op := h.prepare(t, 1)
+	h.send(t, op.Key)
+	h.writes.Store(false)
+	if _, res, err := h.svc.DecideAs(bg, op.Key, "grace", "slack", op.PayloadHash, true, ""); err != nil || res.Outcome != approval.DecideApproved {
+		t.Fatal(res, err)
+	}
+	h.clock.Add(2 * time.Hour)
+	cur, _ := h.svc.Get(bg, h.agent, op.Key)
+	m := approval.BuildMessage(cur, h.svc.Policy(), h.clock.Now())
+	if cur.Status != approval.StatusExpired || !strings.Contains(m.Outcome, "could not run") {
+		t.Fatalf("%s: %q", cur.Status, m.Outcome)
+	}
+	if h.effect.runs.Load() != 0 {
+		t.Fatal("ran after its window")
+	}
+}

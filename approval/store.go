@@ -47,8 +47,9 @@ type Store interface {
 	MarkSynced(ctx context.Context, key, job string, s Status) (bool, error)
 	// Lease takes a short exclusive lease named name on the operation
 	// (e.g. one notification job) so that concurrent workers do not both
-	// deliver it. Returns false if someone else holds it.
-	Lease(ctx context.Context, key, name string, ttl time.Duration) (bool, error)
+	// deliver it. Returns false, and how long the lease still runs, if
+	// someone else holds it.
+	Lease(ctx context.Context, key, name string, ttl time.Duration) (bool, time.Duration, error)
 	// Unlease releases a lease early.
 	Unlease(ctx context.Context, key, name string) error
 	// HoldLease sets a lease to expire after ttl, whoever held it (a

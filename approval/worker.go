@@ -167,9 +167,15 @@ func (s *Service) deliver(ctx context.Context, op *Operation) error {
 // retried later with backoff; only store failures are returned.
 func (s *Service) deliverOne(ctx context.Context, op *Operation, job Job, n Notifier, msg Message) error {
 	lease := "job:" + job.ID
-	got, err := s.store.Lease(ctx, op.Key, lease, time.Minute)
-	if err != nil || !got {
-		return err // not got: another worker delivers it, or it is backing off
+	got, left, err := s.store.Lease(ctx, op.Key, lease, time.Minute)
+	if err != nil {
+		return err
+	}
+	if !got {
+		// Another worker delivers it, or it is backing off. Look again when
+		// the lease runs out: the wake-up for its retry may have come a
+		// little early (the store's clock is not ours) and been spent here.
+		return s.store.WakeAt(ctx, op.Key, "job:"+job.ID, s.now().Add(left+100*time.Millisecond))
 	}
 	// op may be stale: another worker may have delivered this job and
 	// released its lease since op was read. Look again under the lease.

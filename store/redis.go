@@ -422,10 +422,15 @@ func (r *Redis) MarkSynced(ctx context.Context, key, job string, s approval.Stat
 	return n == 1, nil
 }
 
-// Lease takes a short exclusive lease.
-func (r *Redis) Lease(ctx context.Context, key, name string, ttl time.Duration) (bool, error) {
-	ok, err := r.rdb.SetNX(ctx, leaseKey(key, name), "1", ttl).Result()
-	return ok, unavailable("lease", err)
+// Lease takes a short exclusive lease, or reports how long it still runs.
+func (r *Redis) Lease(ctx context.Context, key, name string, ttl time.Duration) (bool, time.Duration, error) {
+	k := leaseKey(key, name)
+	ok, err := r.rdb.SetNX(ctx, k, "1", ttl).Result()
+	if err != nil || ok {
+		return ok, 0, unavailable("lease", err)
+	}
+	left, err := r.rdb.PTTL(ctx, k).Result()
+	return false, max(left, 0), unavailable("lease", err)
 }
 
 // Unlease releases a lease.

@@ -17,7 +17,6 @@ package mcpserver_test
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -380,37 +379,10 @@ func (h *harness) secrets() []string {
 	return out
 }
 
-func secretParts(tok string) []string {
-	out := []string{tok}
-	parts := strings.Split(tok, ".")
-	if len(parts) == 3 {
-		out = append(out, parts[1], parts[2])
-		if raw, err := base64.RawURLEncoding.DecodeString(parts[1]); err == nil {
-			if f := strings.Split(string(raw), "|"); len(f) == 5 {
-				out = append(out, f[4], approval.NonceHash(f[4]))
-			}
-		}
-	}
-	return out
-}
-
-// assertNoSecrets fails if any link token or part appears in any of texts.
-func assertNoSecrets(t testing.TB, secrets []string, texts map[string]string) {
-	t.Helper()
-	if len(secrets) == 0 {
-		t.Fatal("no link was issued: the scan would prove nothing")
-	}
-	for name, text := range texts {
-		if text == "" {
-			t.Errorf("%s is empty: the scan would prove nothing", name)
-		}
-		for _, s := range secrets {
-			if strings.Contains(text, s) {
-				t.Errorf("%s contains link material %q", name, s)
-			}
-		}
-	}
-}
+var (
+	secretParts     = testkit.LinkSecrets
+	assertNoSecrets = testkit.AssertNoLinkSecrets
+)
 
 // toolResult is a tool call's outcome as the tests read it.
 type toolResult struct {

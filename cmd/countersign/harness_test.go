@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"github.com/countersign/countersign/internal/testkit"
@@ -308,44 +307,16 @@ func (b *browser) decide(t testing.TB, link, decision, reason string) (int, stri
 	return st, page
 }
 
-// capabilityParts are the strings that would let someone approve: the
-// whole link token, its claims and signature segments, and the raw nonce.
-func capabilityParts(t testing.TB, link string) []string {
+// assertNoCapabilities fails if any part of the links appears in texts:
+// what agents got, pages, and logs (names starting with "log", where the
+// console channel's notice is the one allowed place).
+func assertNoCapabilities(t testing.TB, links []string, texts map[string]string) {
 	t.Helper()
-	token := link[strings.LastIndex(link, "/a/")+3:]
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		t.Fatalf("link %q is not a token", link)
+	var secrets []string
+	for _, l := range links {
+		secrets = append(secrets, testkit.LinkSecrets(l)...)
 	}
-	claims, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Split(string(claims), "|")
-	return []string{token, parts[1], parts[2], f[len(f)-1]}
-}
-
-// consoleNotice matches the console channel's deliberate notice, the one
-// place a link may appear in the service's output.
-var consoleNotice = regexp.MustCompile(`(?m)^\s+Review and decide: \S+$`)
-
-// assertNoCapabilities fails if any link part appears in what agents got
-// (the transcript) or in the logs and audit (stderr, minus console notices).
-func assertNoCapabilities(t testing.TB, links []string, texts ...string) {
-	t.Helper()
-	if len(links) == 0 {
-		t.Fatal("no links to look for")
-	}
-	for _, link := range links {
-		for _, part := range capabilityParts(t, link) {
-			for i, text := range texts {
-				text = consoleNotice.ReplaceAllString(text, "")
-				if strings.Contains(text, part) {
-					t.Errorf("capability part %q found in text %d", part, i)
-				}
-			}
-		}
-	}
+	testkit.AssertNoLinkSecrets(t, secrets, texts)
 }
 
 func must(t testing.TB, err error) {

@@ -173,7 +173,7 @@ func TestEndToEndEmailLoop(t *testing.T) {
 	if st, _, _ := b.do(t, "GET", link, nil); st != 409 {
 		t.Fatalf("used link: %d, want 409", st)
 	}
-	assertNoCapabilities(t, []string{link}, srv.Transcript.String(), srv.Stderr.String())
+	assertNoCapabilities(t, []string{link}, map[string]string{"responses": srv.Transcript.String(), "log": srv.Stderr.String()})
 }
 
 func TestConcurrentApprovalsAcrossReplicasExecuteOnce(t *testing.T) {
@@ -236,7 +236,7 @@ func TestConcurrentApprovalsAcrossReplicasExecuteOnce(t *testing.T) {
 	if n := len(sentTo(smtp, "client@client.example")); n != 1 {
 		t.Fatalf("%d executions, want exactly 1", n)
 	}
-	assertNoCapabilities(t, []string{link, other}, a.Transcript.String(), a.Stderr.String(), b.Stderr.String())
+	assertNoCapabilities(t, []string{link, other}, map[string]string{"responses": a.Transcript.String(), "log a": a.Stderr.String(), "log b": b.Stderr.String()})
 }
 
 func TestQuorumOfTwoAndSelfApproval(t *testing.T) {
@@ -399,5 +399,5 @@ func TestDevelopmentMode(t *testing.T) {
 		t.Fatalf("dev mailbox: %d\n%s", st, page)
 	}
 	// The dev mailbox holds the agent's email only, never an approval link.
-	assertNoCapabilities(t, []string{link}, srv.Transcript.String(), page, srv.Stderr.String())
+	assertNoCapabilities(t, []string{link}, map[string]string{"responses": srv.Transcript.String(), "dev mailbox": page, "log": srv.Stderr.String()})
 }

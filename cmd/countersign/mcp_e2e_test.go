@@ -17,9 +17,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/countersign/countersign/internal/testkit"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -214,48 +214,10 @@ func decideTimed(t testing.TB, b *browser, link string, approve bool) (start, en
 	return start, end
 }
 
-// linkSecrets are the link token and its parts: claims, signature, nonce.
-func linkSecrets(link string) []string {
-	_, tok, ok := strings.Cut(link, "/a/")
-	if !ok {
-		return nil
-	}
-	out := []string{tok}
-	if parts := strings.Split(tok, "."); len(parts) == 3 {
-		out = append(out, parts[1], parts[2])
-		if raw, err := base64.RawURLEncoding.DecodeString(parts[1]); err == nil {
-			if f := strings.Split(string(raw), "|"); len(f) == 5 {
-				out = append(out, f[4], approval.NonceHash(f[4]))
-			}
-		}
-	}
-	return out
-}
-
-// scanForLinks fails if any secret appears in any text; in logs, the
-// console channel's deliberate "Review and decide:" line is the one
-// exception.
-func scanForLinks(t testing.TB, secrets []string, texts map[string]string) {
-	t.Helper()
-	if len(secrets) == 0 {
-		t.Fatal("no link was issued: the scan would prove nothing")
-	}
-	for name, text := range texts {
-		if strings.TrimSpace(text) == "" {
-			t.Errorf("%s is empty: the scan would prove nothing", name)
-		}
-		for i, line := range strings.Split(text, "\n") {
-			if strings.Contains(line, "Review and decide: ") && strings.HasPrefix(name, "log") {
-				continue
-			}
-			for _, s := range secrets {
-				if strings.Contains(line, s) {
-					t.Errorf("%s line %d carries link material %q", name, i+1, s)
-				}
-			}
-		}
-	}
-}
+var (
+	linkSecrets  = testkit.LinkSecrets
+	scanForLinks = testkit.AssertNoLinkSecrets
+)
 
 func requireAction(t testing.TB, s *testService, action string) {
 	t.Helper()

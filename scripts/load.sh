@@ -45,4 +45,9 @@ COUNTERSIGN_LINK_KEYS="k1:$(head -c 32 /dev/urandom | base64)" COUNTERSIGN_AUDIT
 for _ in $(seq 50); do curl -sf http://127.0.0.1:18080/readyz >/dev/null && break; sleep 0.1; done
 
 echo "machine: $(nproc) cores, $(uname -sr); redis: $redis_url"
-COUNTERSIGN_API_KEY="$key" "$tmp/load" -url http://127.0.0.1:18080 "$@"
+status=0
+COUNTERSIGN_API_KEY="$key" "$tmp/load" -url http://127.0.0.1:18080 "$@" || status=$?
+warn=$(grep -c '"level":"\(WARN\|ERROR\)"' "$tmp/serve.log" || true)
+echo "service log: $warn warnings or errors"
+grep '"level":"\(WARN\|ERROR\)"' "$tmp/serve.log" | head -5
+exit $status

@@ -425,16 +425,20 @@ func (f *File) validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
+	// uniqueID checks the id of the i-th entry of a list and records it.
+	uniqueID := func(list string, i int, id string, seen map[string]bool) {
+		if !idPattern.MatchString(id) {
+			bad("%s[%d]: id %q must be lowercase letters, digits, '_', '.', '-'", list, i, id)
+		}
+		if seen[id] {
+			bad("%s[%d]: duplicate id %q", list, i, id)
+		}
+		seen[id] = true
+	}
 	approvers := map[string]bool{}
 	groups := map[string]bool{}
 	for i, a := range f.Approvers {
-		if !idPattern.MatchString(a.ID) {
-			bad("approvers[%d]: id %q must be lowercase letters, digits, '_', '.', '-'", i, a.ID)
-		}
-		if approvers[a.ID] {
-			bad("approvers[%d]: duplicate id %q", i, a.ID)
-		}
-		approvers[a.ID] = true
+		uniqueID("approvers", i, a.ID, approvers)
 		for _, g := range a.Groups {
 			groups[g] = true
 		}
@@ -444,13 +448,7 @@ func (f *File) validate() error {
 	}
 	principals := map[string]bool{}
 	for i, p := range f.Principals {
-		if !idPattern.MatchString(p.ID) {
-			bad("principals[%d]: id %q must be lowercase letters, digits, '_', '.', '-'", i, p.ID)
-		}
-		if principals[p.ID] {
-			bad("principals[%d]: duplicate id %q", i, p.ID)
-		}
-		principals[p.ID] = true
+		uniqueID("principals", i, p.ID, principals)
 		if !hexPattern.MatchString(p.APIKeySHA256) {
 			bad("principals[%d] %s: api_key_sha256 must be 64 lowercase hex digits (countersign keygen prints it)", i, p.ID)
 		}

@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/countersign/countersign/internal/slackwire"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -37,10 +38,10 @@ import (
 	"github.com/slack-go/slack"
 )
 
-// The button contract, as in notify/slack.
+// The button contract (internal/slackwire), and the reject modal.
 const (
-	ActionApprove = "approve"
-	ActionReject  = "reject"
+	ActionApprove = slackwire.ActionApprove
+	ActionReject  = slackwire.ActionReject
 	// CallbackReject is the callback id of the reject modal.
 	CallbackReject = "countersign_reject"
 	// reasonBlock and reasonAction name the modal's input.
@@ -49,12 +50,6 @@ const (
 	// Via is the channel recorded with Slack decisions.
 	Via = "slack"
 )
-
-// buttonValue is what each button carries (notify/slack.ButtonValue).
-type buttonValue struct {
-	Operation   string `json:"op"`
-	PayloadHash string `json:"hash"`
-}
 
 // modalState is the reject modal's private metadata.
 type modalState struct {
@@ -255,7 +250,7 @@ func (h *Handler) blockActions(ctx context.Context, ic *slack.InteractionCallbac
 		return
 	}
 	channel, user := channelOf(ic), ic.User.ID
-	var v buttonValue
+	var v slackwire.ButtonValue
 	if err := json.Unmarshal([]byte(action.Value), &v); err != nil || v.Operation == "" || v.PayloadHash == "" {
 		h.refuse(channel, user, "", "This button is not a valid countersign button. Nothing was recorded.")
 		return

@@ -169,18 +169,6 @@ func (s *e2eTarget) set(k string, v any) {
 	s.version++
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
 // TestServeHTTPRequestEndToEnd runs the whole service from a policy file:
 // an agent prepares a calendar PATCH over REST, a human approves it on the
 // page, the worker writes with If-Match and Idempotency-Key; then a stale
@@ -195,7 +183,7 @@ func TestServeHTTPRequestEndToEnd(t *testing.T) {
 		"COUNTERSIGN_CONFIG": httpreqConfig(t, ts.URL), "COUNTERSIGN_LISTEN": "127.0.0.1:0",
 		"COUNTERSIGN_REDIS_URL": rs.URL, "CAL_TOKEN": httpreqCred,
 	}
-	stderr := &lockedBuffer{}
+	stderr := &syncBuffer{}
 	m := &Main{Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }, Stderr: stderr, Workers: 2}
 	if err := m.Open(context.Background()); err != nil {
 		t.Fatal(err)

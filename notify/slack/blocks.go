@@ -3,6 +3,7 @@ package slack
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/countersign/countersign/internal/slackwire"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -15,8 +16,8 @@ import (
 // (package slackapp, which defines the same values): the buttons' action
 // ids and the JSON each button's value carries.
 const (
-	ActionApprove = "approve"
-	ActionReject  = "reject"
+	ActionApprove = slackwire.ActionApprove
+	ActionReject  = slackwire.ActionReject
 	// BlockIDPrefix starts the block_id of the buttons' actions block; the
 	// operation key follows.
 	BlockIDPrefix = "countersign:"
@@ -28,10 +29,7 @@ const (
 // ButtonValue is the value of both buttons: the operation and the payload
 // hash the human was shown. A click whose hash does not match the
 // operation's is refused.
-type ButtonValue struct {
-	Operation   string `json:"op"`
-	PayloadHash string `json:"hash"`
-}
+type ButtonValue = slackwire.ButtonValue
 
 // Slack's limits (https://docs.slack.dev/reference/block-kit/blocks).
 const (

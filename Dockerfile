@@ -1,5 +1,10 @@
-# countersign: a static binary on a distroless base.
-FROM golang:1.26 AS build
+# countersign: a static binary on a distroless base, running as nonroot.
+#
+#   docker build -t countersign .
+#
+# Images are pinned by version tag; pin them by digest too where your
+# registry policy asks for it (docker buildx imagetools inspect IMAGE).
+FROM golang:1.26.8-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
@@ -8,7 +13,13 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/countersign ./cmd/
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/countersign /usr/local/bin/countersign
+USER nonroot:nonroot
 EXPOSE 8080
+# Inside a container the service must listen on every interface; set
+# COUNTERSIGN_PUBLIC_URL to the URL people open (it warns at start when
+# unset, since links would then name the container's own address).
 ENV COUNTERSIGN_LISTEN=0.0.0.0:8080
+HEALTHCHECK --interval=10s --timeout=4s --start-period=15s --retries=3 \
+  CMD ["/usr/local/bin/countersign", "healthcheck"]
 ENTRYPOINT ["/usr/local/bin/countersign"]
 CMD ["serve"]

@@ -20,7 +20,9 @@ type Action interface {
 	// Execute carries out the stored operation exactly as prepared, passing
 	// the operation key downstream for deduplication. Returns the result to
 	// record, or an *ExecError that becomes the operation's error; any other
-	// error is recorded as execution_failed with an unknown outcome.
+	// error is recorded as execution_failed with an unknown outcome. A
+	// result returned along with an error (what a bulk did before one of
+	// its items failed) is recorded too.
 	Execute(ctx context.Context, op *Operation) (json.RawMessage, error)
 }
 

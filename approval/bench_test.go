@@ -37,20 +37,20 @@ func BenchmarkPrepare(b *testing.B) {
 // claims a fresh approved operation each time; Lose is the contended case,
 // a claim on an operation someone else already holds.
 func BenchmarkClaim(b *testing.B) {
-	move := func(now time.Time) approval.MoveTransition {
-		return approval.MoveTransition{From: []approval.Status{approval.StatusApproved}, To: approval.StatusExecuting,
-			Now: now, Unexpired: true, TTL: time.Hour}
+	claim := func(now time.Time) approval.ClaimTransition {
+		return approval.ClaimTransition{Step: approval.Step{Tx: approval.RandomToken(8), Now: now, Retention: time.Hour},
+			Token: approval.RandomToken(8)}
 	}
 	b.Run("Win", func(b *testing.B) {
 		h := benchHarness(b)
-		keys := make([]string, 0, b.N)
+		keys := make([]approval.Ref, 0, b.N)
 		for range b.N {
 			keys = append(keys, approvedOp(b, h))
 		}
 		now := h.clock.Now()
 		b.ResetTimer()
 		for i := range b.N {
-			if _, won, err := h.store.Move(bg, keys[i], move(now)); err != nil || !won {
+			if won, _, err := h.store.Claim(bg, keys[i], claim(now)); err != nil || !won {
 				b.Fatalf("claim: %v %v", won, err)
 			}
 		}
@@ -59,19 +59,19 @@ func BenchmarkClaim(b *testing.B) {
 		h := benchHarness(b)
 		key := approvedOp(b, h)
 		now := h.clock.Now()
-		if _, won, err := h.store.Move(bg, key, move(now)); err != nil || !won {
+		if won, _, err := h.store.Claim(bg, key, claim(now)); err != nil || !won {
 			b.Fatal(err)
 		}
 		b.ResetTimer()
 		for b.Loop() {
-			if _, won, err := h.store.Move(bg, key, move(now)); err != nil || won {
+			if won, _, err := h.store.Claim(bg, key, claim(now)); err != nil || won {
 				b.Fatalf("second claim won: %v", err)
 			}
 		}
 	})
 }
 
-func approvedOp(b *testing.B, h *harness) string {
+func approvedOp(b *testing.B, h *harness) approval.Ref {
 	op, _, err := h.svc.Prepare(bg, h.agent, approval.PrepareCall{Action: "test.effect", Input: json.RawMessage(`{"n":1}`)})
 	if err != nil {
 		b.Fatal(err)
@@ -82,7 +82,7 @@ func approvedOp(b *testing.B, h *harness) string {
 	if _, res, err := h.svc.DecideAs(bg, op.Key, "grace", "slack", op.PayloadHash, true, ""); err != nil || res.Outcome != approval.DecideApproved {
 		b.Fatalf("approve: %v %v", res, err)
 	}
-	return op.Key
+	return op.Ref()
 }
 
 // BenchmarkPrepareParallel is prepare's throughput with many agents at once.
@@ -105,7 +105,7 @@ func BenchmarkPrepareParallel(b *testing.B) {
 // workers claiming distinct approved operations at once.
 func BenchmarkClaimParallel(b *testing.B) {
 	h := benchHarness(b)
-	keys := make(chan string, b.N)
+	keys := make(chan approval.Ref, b.N)
 	for range b.N {
 		keys <- approvedOp(b, h)
 	}
@@ -116,8 +116,8 @@ func BenchmarkClaimParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			k := <-keys
-			if _, won, err := h.store.Move(bg, k, approval.MoveTransition{From: []approval.Status{approval.StatusApproved},
-				To: approval.StatusExecuting, Now: now, Unexpired: true, TTL: time.Hour}); err != nil || !won {
+			if won, _, err := h.store.Claim(bg, k, approval.ClaimTransition{Step: approval.Step{Tx: approval.RandomToken(8),
+				Now: now, Retention: time.Hour}, Token: approval.RandomToken(8)}); err != nil || !won {
 				b.Errorf("claim: %v %v", won, err)
 				return
 			}

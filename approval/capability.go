@@ -221,4 +221,7 @@ type Capability struct {
 	Approver string    `json:"approver"`
 	Channel  string    `json:"channel"`
 	Expires  time.Time `json:"expires"`
+	// Revoked: a newer link to the same approver through the same channel
+	// (a reminder's) replaced it.
+	Revoked bool `json:"revoked,omitempty"`
 }

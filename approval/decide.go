@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 )
 
 // Humans decide through a capability: a signed link (email, console) or a
@@ -20,6 +21,7 @@ const (
 	LinkExpired  LinkProblem = "expired"  // the approval window ended: 410
 	LinkUsed     LinkProblem = "used"     // this approver already decided: 409
 	LinkFinished LinkProblem = "finished" // the operation is no longer awaiting decisions: 409
+	LinkReplaced LinkProblem = "replaced" // a newer link (a reminder's) replaced it: 410
 )
 
 // LinkView is what an approval page shows for a link.
@@ -42,7 +44,7 @@ func (s *Service) OpenLink(ctx context.Context, token string) (*LinkView, error)
 	if err != nil {
 		return &LinkView{Problem: LinkUnknown}, nil
 	}
-	op, err := s.load(ctx, claims.Operation)
+	op, c, err := s.loadLink(ctx, claims)
 	if ErrorCode(err) == CodeNotFound {
 		return &LinkView{Problem: LinkUnknown}, nil
 	}
@@ -51,10 +53,6 @@ func (s *Service) OpenLink(ctx context.Context, token string) (*LinkView, error)
 	}
 	if s.links.VerifyLink(token, op.PayloadHash) != nil {
 		return &LinkView{Problem: LinkUnknown}, nil
-	}
-	c, err := s.store.Capability(ctx, op.Key, claims.NonceHash())
-	if err != nil {
-		return nil, err
 	}
 	if c == nil || c.Approver != claims.Approver || c.Channel != claims.Channel {
 		return &LinkView{Problem: LinkUnknown}, nil
@@ -67,30 +65,71 @@ func (s *Service) OpenLink(ctx context.Context, token string) (*LinkView, error)
 	switch {
 	case op.Decided(claims.Approver):
 		v.Problem = LinkUsed
+	case c.Revoked && op.Status == StatusPending:
+		v.Problem = LinkReplaced
 	case op.Status == StatusExpired || (op.Status == StatusPending && !s.now().Before(claims.Expires)):
 		v.Problem = LinkExpired
 	case op.Status != StatusPending:
 		v.Problem = LinkFinished
 	default:
-		if rc, ok := s.actions[op.Action].(Rechecker); ok {
-			if v.Stale = s.recheck(ctx, rc, op); v.Stale != nil {
-				// The re-check failed the operation: nothing can be decided
-				// now. Show it as it stands (failed, stale_state, what changed).
-				v.Problem = LinkFinished
-				if cur, err := s.store.Get(ctx, op.Key); err == nil {
-					v.Op = cur
-					v.Message = BuildMessage(cur, s.policy, s.now())
-				}
-			}
-		}
+		s.recheckView(ctx, v, op)
 	}
 	return v, nil
 }
 
+// loadLink reads the operation of a link (recording its expiry if the
+// window passed) and the link's record, nil when none is stored: in one
+// read with a LinkStore.
+func (s *Service) loadLink(ctx context.Context, claims LinkClaims) (*Operation, *Capability, error) {
+	ls, ok := s.store.(LinkStore)
+	if !ok || !ValidOperationKey(claims.Operation) {
+		op, err := s.load(ctx, Ref{Key: claims.Operation})
+		if err != nil {
+			return nil, nil, err
+		}
+		c, err := s.store.Capability(ctx, op.Ref(), claims.NonceHash())
+		return op, c, err
+	}
+	op, c, err := ls.GetLink(ctx, Ref{Key: claims.Operation}, claims.NonceHash())
+	if err != nil {
+		return nil, nil, err
+	}
+	// An expiry recorded now changes no link record.
+	op, err = s.current(ctx, op)
+	return op, c, err
+}
+
+// recheckView re-reads the target of op, still decidable, for the view v
+// (the page, the inbox). When the re-check fails the operation nothing can
+// be decided now: v shows it as it stands (failed, stale_state, what
+// changed).
+func (s *Service) recheckView(ctx context.Context, v *LinkView, op *Operation) {
+	rc, ok := optional[Rechecker](s.actions[op.Action])
+	if !ok {
+		return
+	}
+	if v.Stale = s.recheck(ctx, rc, op); v.Stale != nil {
+		v.Problem = LinkFinished
+		if cur, err := s.store.Get(ctx, op.Ref()); err == nil {
+			v.Op = cur
+			v.Message = BuildMessage(cur, s.policy, s.now())
+		}
+	}
+}
+
+// RecheckTimeout bounds the approval page's re-read of a state-bound
+// operation's target. The re-read only warns early (execution re-reads
+// anyway), so a slow target must not spend the page's whole request
+// budget: the decision still needs the store after it, and the page must
+// answer in time.
+const RecheckTimeout = 1500 * time.Millisecond
+
 // recheck asks a state-bound action whether the state still matches; a
 // stale operation is failed at once so nobody approves what cannot run.
 func (s *Service) recheck(ctx context.Context, rc Rechecker, op *Operation) error {
-	err := rc.Recheck(ctx, op)
+	rctx, cancel := context.WithTimeout(ctx, RecheckTimeout)
+	err := rc.Recheck(rctx, op)
+	cancel()
 	if err == nil {
 		return nil
 	}
@@ -104,11 +143,8 @@ func (s *Service) recheck(ctx context.Context, rc Rechecker, op *Operation) erro
 	ev.Outcome = string(CodeStaleState)
 	ev.Details = map[string]any{"error": ee.Message}
 	opErr := &OpError{Code: ee.Code, Message: ee.Message, Details: ee.Details}
-	if _, moved, merr := s.store.Move(ctx, op.Key, MoveTransition{
-		From: []Status{StatusPending}, To: StatusFailed, Now: s.now(), Error: opErr, Event: ev, TTL: s.retention,
-	}); merr == nil && moved {
+	if _, moved, merr := s.store.Stale(ctx, op.Ref(), StaleTransition{Step: s.step(ev), Error: opErr}); merr == nil && moved {
 		s.emit(ev)
-		s.wake(ctx, op.Key)
 	}
 	return ee
 }
@@ -120,8 +156,16 @@ func (s *Service) DecideByLink(ctx context.Context, token string, approve bool, 
 	if err != nil || v.Problem != LinkOK {
 		return v, DecideResult{}, err
 	}
+	return s.DecideOpened(ctx, v, approve, reason)
+}
+
+// DecideOpened is DecideByLink for a link the caller has just opened
+// (OpenLink answered LinkOK): the page checks its CSRF token against the
+// opened link, and the decision need not read it all again. The decide
+// script still checks the link's nonce and the payload hash atomically.
+func (s *Service) DecideOpened(ctx context.Context, v *LinkView, approve bool, reason string) (*LinkView, DecideResult, error) {
 	if v.Stale != nil {
-		v.Op, _ = s.store.Get(ctx, v.Op.Key)
+		v.Op, _ = s.store.Get(ctx, v.Op.Ref())
 		v.Problem = LinkFinished
 		return v, DecideResult{}, nil
 	}
@@ -129,7 +173,7 @@ func (s *Service) DecideByLink(ctx context.Context, token string, approve bool, 
 	if err != nil {
 		return v, res, err
 	}
-	if op, gerr := s.store.Get(ctx, v.Op.Key); gerr == nil {
+	if op, gerr := s.after(ctx, v.Op.Ref(), res); gerr == nil {
 		v.Op = op
 		v.Message = BuildMessage(op, s.policy, s.now())
 	}
@@ -152,14 +196,14 @@ func (s *Service) DecideByLink(ctx context.Context, token string, approve bool, 
 //
 // Returns not_found, or a *Refusal saying why this human may not decide.
 func (s *Service) DecideAs(ctx context.Context, key, approverID, via, payloadHash string, approve bool, reason string) (*Operation, DecideResult, error) {
-	op, err := s.load(ctx, key)
+	op, err := s.load(ctx, Ref{Key: key})
 	if err != nil {
 		return nil, DecideResult{}, err
 	}
-	if approve && op.Status == StatusPending && op.Route.HasApprover(approverID) {
-		if rc, ok := s.actions[op.Action].(Rechecker); ok {
+	if approve && op.Status == StatusPending && op.HasApprover(approverID) {
+		if rc, ok := optional[Rechecker](s.actions[op.Action]); ok {
 			if stale := s.recheck(ctx, rc, op); stale != nil {
-				cur, gerr := s.store.Get(ctx, key)
+				cur, gerr := s.store.Get(ctx, op.Ref())
 				if gerr != nil {
 					cur = op
 				}
@@ -171,8 +215,17 @@ func (s *Service) DecideAs(ctx context.Context, key, approverID, via, payloadHas
 	if err != nil {
 		return op, res, err
 	}
-	cur, err := s.store.Get(ctx, key)
+	cur, err := s.after(ctx, op.Ref(), res)
 	return cur, res, err
+}
+
+// after is the operation as a decision left it: the store's answer, or a
+// read when it gave none.
+func (s *Service) after(ctx context.Context, ref Ref, res DecideResult) (*Operation, error) {
+	if res.Operation != nil {
+		return res.Operation, nil
+	}
+	return s.store.Get(ctx, ref)
 }
 
 // Refusal is returned when a human may not decide an operation.
@@ -181,11 +234,14 @@ type Refusal struct{ Reason string }
 func (r *Refusal) Error() string { return r.Reason }
 
 func (s *Service) decide(ctx context.Context, op *Operation, approverID, via, payloadHash string, approve bool, reason, nonceHash string) (DecideResult, error) {
-	if !op.Route.HasApprover(approverID) {
+	if !op.HasApprover(approverID) {
 		if op.Route.ForbidSelfApproval && approverID == op.OnBehalfOf {
 			return DecideResult{}, &Refusal{Reason: "you cannot approve an operation an agent prepared on your behalf"}
 		}
 		return DecideResult{}, &Refusal{Reason: "you are not an approver of this operation"}
+	}
+	if err := s.stepUp(ctx, op, approverID, via, payloadHash, approve); err != nil {
+		return DecideResult{}, err
 	}
 	reason = strings.TrimSpace(reason)
 	if len(reason) > 2000 {
@@ -208,12 +264,9 @@ func (s *Service) decide(ctx context.Context, op *Operation, approverID, via, pa
 	quorum.Status = StatusApproved
 	exp := s.event(op, "expired", "system", "")
 	exp.Status = StatusExpired
-	if err := s.guard(ctx, op.Key); err != nil {
-		return DecideResult{}, err
-	}
-	res, err := s.store.Decide(ctx, op.Key, DecideTransition{
-		Now: now, Decision: d, Approve: approve, Required: op.Route.Required, NonceHash: nonceHash,
-		Event: ev, QuorumEvent: quorum, ExpireEvent: exp, Retention: s.retention,
+	res, err := s.store.Decide(ctx, op.Ref(), DecideTransition{
+		Step: s.step(ev), Decision: d, Approve: approve, Required: op.Route.Required, NonceHash: nonceHash,
+		QuorumEvent: quorum, ExpireEvent: exp,
 	})
 	if err != nil {
 		return res, err
@@ -224,7 +277,6 @@ func (s *Service) decide(ctx context.Context, op *Operation, approverID, via, pa
 		if res.Outcome == DecideApproved {
 			s.emit(quorum)
 		}
-		s.wake(ctx, op.Key) // execute, or update messages
 	case DecideExpired:
 		s.emit(exp)
 	}

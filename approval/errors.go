@@ -22,6 +22,7 @@ const (
 	CodeNoRoute              Code = "no_route"
 	CodeWritesDisabled       Code = "writes_disabled"
 	CodeRateLimited          Code = "rate_limited"
+	CodeQuotaExceeded        Code = "quota_exceeded"
 	CodeUnavailable          Code = "unavailable"
 	CodeInternal             Code = "internal"
 

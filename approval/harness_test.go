@@ -43,11 +43,29 @@ type effect struct {
 	mu    sync.Mutex
 	seen  []json.RawMessage
 	block chan struct{} // when set, Execute waits on it
+	// receipts minted in Execute; prepareSigned counts prepares that found
+	// a countersigner (there must be none outside an execution).
+	receipts      []string
+	prepareSigned atomic.Int32
+	// recheck, when set, is what the approval page's re-read of the
+	// effect's state does (a state-bound action's Recheck).
+	recheck func(context.Context) error
+}
+
+// Recheck makes the test effect state-bound for the approval page.
+func (e *effect) Recheck(ctx context.Context, _ *approval.Operation) error {
+	if e.recheck == nil {
+		return nil
+	}
+	return e.recheck(ctx)
 }
 
 func (e *effect) Name() string { return "test.effect" }
 
-func (e *effect) Prepare(_ context.Context, req approval.PrepareRequest) (*approval.Prepared, error) {
+func (e *effect) Prepare(ctx context.Context, req approval.PrepareRequest) (*approval.Prepared, error) {
+	if approval.CountersignerFrom(ctx) != nil {
+		e.prepareSigned.Add(1)
+	}
 	var in struct {
 		N    int    `json:"n"`
 		Note string `json:"note"`
@@ -58,7 +76,11 @@ func (e *effect) Prepare(_ context.Context, req approval.PrepareRequest) (*appro
 	if in.N < 0 {
 		return nil, approval.PolicyDenied("negative", "n must not be negative")
 	}
-	return &approval.Prepared{Input: in, Preview: approval.Preview{Title: "Test effect", Summary: in.Note,
+	var warnings []string
+	if in.Note == "irreversible" {
+		warnings = []string{"irreversible"}
+	}
+	return &approval.Prepared{Input: in, Attrs: map[string]string{"n": itoa(in.N), "note": in.Note}, Preview: approval.Preview{Title: "Test effect", Summary: in.Note, Warnings: warnings,
 		Fields: []approval.Field{{Name: "n", Label: "N", Value: json.Number(itoa(in.N)).String()}}}}, nil
 }
 
@@ -69,8 +91,15 @@ func (e *effect) Execute(ctx context.Context, op *approval.Operation) (json.RawM
 		<-e.block
 	}
 	e.runs.Add(1)
+	tok, err := approval.CountersignerFrom(ctx).Mint(approval.ReceiptRequest{Audience: "test"})
+	if err != nil {
+		return nil, err
+	}
 	e.mu.Lock()
 	e.seen = append(e.seen, op.Input)
+	if tok != "" {
+		e.receipts = append(e.receipts, tok)
+	}
 	e.mu.Unlock()
 	if f := e.fail.Load(); f != nil {
 		return nil, f
@@ -95,9 +124,10 @@ func (b *inbox) Notify(_ context.Context, n approval.Notice) (map[string]string,
 	}
 	b.mu.Lock()
 	b.notices = append(b.notices, n)
+	count := len(b.notices)
 	b.mu.Unlock()
 	b.got <- struct{}{}
-	return map[string]string{"n": itoa(len(b.notices))}, nil
+	return map[string]string{"n": itoa(count)}, nil
 }
 
 // link waits for the notice to approver and returns its link token.
@@ -148,6 +178,16 @@ type opts struct {
 	required   int
 	approvers  []string
 	forbidSelf bool
+	// quotas of the agent; unset, they are large enough for benchmarks.
+	quotas   *approval.Quotas
+	receipts approval.ReceiptSigner
+	// route adjusts the test route (reminders, escalation, edits).
+	route func(*approval.RouteRule)
+	// share is another replica whose clock and inbox (the people) this
+	// one shares.
+	share *harness
+	// callbacks posts the agent's status changes (status webhooks).
+	callbacks approval.Callbacks
 }
 
 func newHarness(t testing.TB, o opts) *harness {
@@ -167,7 +207,14 @@ func newHarnessOn(t testing.TB, rdb redis.UniversalClient, o opts) *harness {
 	h := &harness{
 		store: store.New(rdb, nil), clock: newClock(),
 		effect: &effect{}, inbox: newInbox(), events: make(chan approval.Event, 1000),
-		agent: &approval.Principal{ID: "agent", Scopes: []string{"test.effect"}, OnBehalfOf: "sam"},
+		agent: &approval.Principal{ID: "agent", Scopes: []string{"test.effect"}, OnBehalfOf: "sam",
+			Quotas: approval.Quotas{MaxDrafts: 1e6, MaxPending: 1e6, MaxStoredBytes: 1 << 40, RequestsPerMinute: 1e7, SendsPerMinute: 1e7}},
+	}
+	if o.quotas != nil {
+		h.agent.Quotas = *o.quotas
+	}
+	if o.share != nil {
+		h.clock, h.inbox = o.share.clock, o.share.inbox
 	}
 	h.store.Block = 100 * time.Millisecond
 	h.store.ClaimIdle = 500 * time.Millisecond
@@ -181,11 +228,20 @@ func newHarnessOn(t testing.TB, rdb redis.UniversalClient, o opts) *harness {
 			{ID: "sam", Name: "Sam Lee", Email: "sam@example.com"},
 		},
 		Routes: []approval.RouteRule{{Name: "test", Match: approval.Match{Action: "test.effect"},
-			ApproverIDs: o.approvers, Required: o.required, Notify: []string{"console"}, ForbidSelfApproval: o.forbidSelf}},
+			ApproverIDs: o.approvers, Required: o.required, Notify: []string{"console"}, ForbidSelfApproval: o.forbidSelf},
+			{Name: "allowances", Match: approval.Match{Action: approval.GrantAction},
+				ApproverIDs: []string{"grace"}, Required: 1, Notify: []string{"console"}}},
+	}
+	if o.route != nil {
+		o.route(&policy.Routes[0])
+	}
+	links := approval.RandomKeyring()
+	if o.share != nil {
+		links = o.share.svc.Links() // replicas share their link keys
 	}
 	svc, err := approval.NewService(approval.Config{
 		Store: h.store, Policy: policy, Actions: []approval.Action{h.effect},
-		Notifiers: map[string]approval.Notifier{"console": h.inbox}, Links: approval.RandomKeyring(),
+		Notifiers: map[string]approval.Notifier{"console": h.inbox}, Links: links, Receipts: o.receipts,
 		PublicURL: "http://countersign.test", Now: h.clock.Now, Writes: h.writes.Load,
 		OnEvent: []func(approval.Event){func(e approval.Event) {
 			select {
@@ -194,6 +250,7 @@ func newHarnessOn(t testing.TB, rdb redis.UniversalClient, o opts) *harness {
 			}
 		}},
 		WritesRetry: 50 * time.Millisecond,
+		Callbacks:   o.callbacks,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -247,4 +304,25 @@ func (h *harness) waitStatus(t *testing.T, key string, want approval.Status) *ap
 	op, _ := h.svc.Get(context.Background(), h.agent, key)
 	t.Fatalf("status = %s, want %s", op.Status, want)
 	return nil
+}
+
+// The test effect's note is editable.
+func (e *effect) Editable(op *approval.Operation) []approval.EditableField {
+	var in struct {
+		Note string `json:"note"`
+	}
+	_ = json.Unmarshal(op.Input, &in)
+	return []approval.EditableField{{Name: "note", Label: "Note", Value: in.Note}}
+}
+
+func (e *effect) EditInput(op *approval.Operation, changes map[string]string) (json.RawMessage, error) {
+	var in map[string]any
+	_ = json.Unmarshal(op.Input, &in)
+	for k, v := range changes {
+		if k != "note" {
+			return nil, approval.EditError(k)
+		}
+		in["note"] = v
+	}
+	return json.Marshal(in)
 }

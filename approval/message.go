@@ -8,29 +8,57 @@ import (
 )
 
 // Message is the channel-neutral text about one operation, built once and
-// adapted by each channel (email, Slack, console, the approval page), so
-// that every human sees the same preview the agent saw.
+// adapted by each channel (email, Slack, console, webhook, the approval
+// page), so that every human sees the same preview the agent saw.
+//
+// Every string in it is safe to show (guarantee 11): characters that
+// would be invisible or reorder the text around them are escaped as
+// ⟨U+XXXX⟩ (package safetext), one-line values hold no line break, and
+// Warnings name what was escaped. Title, Summary, field values, diff
+// values and warnings carry agent-chosen text: channels show them fenced
+// off from their own words (safetext.Fence in plain text, a visibly
+// separate block in HTML and Slack).
 type Message struct {
 	OperationKey string
 	Action       string
 	Title        string
 	Summary      string
-	Fields       []Field
-	Diff         []Change
-	Warnings     []string
-	Requester    string // principal id
-	OnBehalfOf   string // display name of the human the agent acts for
-	PayloadHash  string
-	ExpiresAt    time.Time
-	Required     int
-	Status       Status
-	Approvals    []DecisionView
-	Rejection    *DecisionView
+	Fields       []ShownField
+	Diff         []ShownChange
+	// Warnings are the action's (the stable token "irreversible" first
+	// when present), then the renderer's: hidden characters, an HTML part
+	// that says something else than the text part, Slack markup.
+	Warnings    []string
+	Requester   string // principal id
+	OnBehalfOf  string // display name of the human the agent acts for
+	PayloadHash string
+	ExpiresAt   time.Time
+	Required    int
+	Status      Status
+	Approvals   []DecisionView
+	Rejection   *DecisionView
 	// Stale lists what changed on the target since prepare (before = what
 	// the preview showed, after = now) when the operation failed stale_state.
-	Stale []Change
+	Stale []ShownChange
 	// Outcome is one plain sentence about where the operation stands.
 	Outcome string
+	// Hidden lists the hidden characters escaped in the agent's text.
+	Hidden []HiddenChar
+	// Reminded is how many reminders were sent; Escalated names the
+	// approvers an escalation added (display names).
+	Reminded  int
+	Escalated []string
+	// Waiting names the approvers who have not decided (display names).
+	Waiting []string
+	// StepUp is "passkey" when deciding needs a passkey (SPEC §11): chat
+	// channels then offer no decision, only the way to the page.
+	StepUp string
+	// Editable: the route lets approvers edit it as a new version (chat
+	// channels offer Edit while it is pending).
+	Editable bool
+	// Revocable: an allowance in force, which its approvers may end (the
+	// page and Slack offer it).
+	Revocable bool
 }
 
 // DecisionView is a decision with the approver's display name.
@@ -55,24 +83,29 @@ func ShortHash(h string) string {
 
 // BuildMessage renders op for humans as of now.
 func BuildMessage(op *Operation, p *Policy, now time.Time) Message {
+	r := newRenderer()
 	m := Message{
 		OperationKey: op.Key, Action: op.Action,
-		Title: op.Preview.Title, Summary: op.Preview.Summary,
-		Fields: op.Preview.Fields, Diff: op.Preview.Diff, Warnings: op.Preview.Warnings,
-		Requester: op.Principal, PayloadHash: op.PayloadHash, ExpiresAt: op.ExpiresAt,
-		Required: op.Route.Required, Status: op.EffectiveStatus(now),
+		Requester: r.line("Requested by", op.Principal), PayloadHash: op.PayloadHash, ExpiresAt: op.ExpiresAt,
+		Required: op.Route.Required, Status: op.EffectiveStatus(now), StepUp: op.Route.StepUp,
 	}
+	m.Editable = op.Route.AllowEdit && m.Status == StatusPending
+	m.Revocable = op.Action == GrantAction && m.Status == StatusSucceeded && op.RevokedAt == nil
+	r.preview(&m, op.Preview)
 	if op.OnBehalfOf != "" {
 		m.OnBehalfOf = op.OnBehalfOf
 		if a := p.Approver(op.OnBehalfOf); a != nil {
 			m.OnBehalfOf = a.DisplayName()
 		}
+		m.OnBehalfOf = r.line("On behalf of", m.OnBehalfOf)
 	}
 	view := func(d Decision) DecisionView {
 		v := DecisionView{Approver: d.Approver, Name: d.Approver, Via: d.Via, At: d.At, Reason: d.Reason}
 		if a := p.Approver(d.Approver); a != nil {
 			v.Name = a.DisplayName()
 		}
+		v.Name = r.line("Approver", v.Name)
+		v.Reason = r.line("Reason", v.Reason)
 		return v
 	}
 	for _, d := range op.Approvals {
@@ -83,9 +116,27 @@ func BuildMessage(op *Operation, p *Policy, now time.Time) Message {
 		m.Rejection = &r
 	}
 	if op.Error != nil && op.Error.Code == CodeStaleState {
-		m.Stale = StaleChanges(op.Error)
+		m.Stale = r.changes("Changed since it was prepared", StaleChanges(op.Error))
 	}
-	m.Outcome = outcome(op, m)
+	name := func(id string) string {
+		if a := p.Approver(id); a != nil {
+			return r.line("Approver", a.DisplayName())
+		}
+		return r.line("Approver", id)
+	}
+	m.Reminded = len(op.Reminded)
+	if op.Escalated != nil {
+		for _, id := range op.Escalated.Approvers {
+			m.Escalated = append(m.Escalated, name(id))
+		}
+	}
+	for _, id := range op.Approvers() {
+		if !op.Decided(id) {
+			m.Waiting = append(m.Waiting, name(id))
+		}
+	}
+	m.Outcome = r.line("Outcome", outcome(op, m))
+	r.finish(&m)
 	return m
 }
 
@@ -111,7 +162,7 @@ func outcome(op *Operation, m Message) string {
 	names := func() string {
 		var n []string
 		for _, a := range m.Approvals {
-			n = append(n, fmt.Sprintf("%s (%s)", a.Name, a.Via))
+			n = append(n, fmt.Sprintf("%s (%s)", a.Name, ViaWords(a.Via)))
 		}
 		return strings.Join(n, ", ")
 	}
@@ -119,15 +170,28 @@ func outcome(op *Operation, m Message) string {
 	case StatusDraft:
 		return "Draft: not yet sent for approval."
 	case StatusPending:
+		s := fmt.Sprintf("Waiting for approval (%d required).", m.Required)
 		if len(m.Approvals) > 0 {
-			return fmt.Sprintf("Waiting for approval: %d of %d approvals so far (%s).", len(m.Approvals), m.Required, names())
+			s = fmt.Sprintf("Waiting for approval: %d of %d approvals so far (%s).", len(m.Approvals), m.Required, names())
 		}
-		return fmt.Sprintf("Waiting for approval (%d required).", m.Required)
+		if len(m.Escalated) > 0 {
+			s += " Nobody decided in time, so it was escalated to " + strings.Join(m.Escalated, ", ") + "."
+		}
+		if m.Reminded > 0 {
+			s += fmt.Sprintf(" Reminders sent: %d.", m.Reminded)
+		}
+		return s
 	case StatusApproved:
 		return "Approved by " + names() + ". Waiting to run."
 	case StatusExecuting:
 		return "Approved by " + names() + ". Running now."
 	case StatusSucceeded:
+		if op.Action == GrantAction {
+			if op.RevokedAt != nil {
+				return "Approved by " + names() + "; the allowance was revoked and approves nothing more."
+			}
+			return "Approved by " + names() + ": the allowance is active until its budget or time runs out, or someone revokes it."
+		}
 		return "Approved by " + names() + ". Done: it ran successfully."
 	case StatusFailed:
 		if op.Error != nil && op.Error.Code == CodeStaleState && len(m.Approvals) == 0 {
@@ -140,7 +204,7 @@ func outcome(op *Operation, m Message) string {
 		return msg + "."
 	case StatusRejected:
 		if r := m.Rejection; r != nil {
-			s := fmt.Sprintf("Rejected by %s (%s).", r.Name, r.Via)
+			s := fmt.Sprintf("Rejected by %s (%s).", r.Name, ViaWords(r.Via))
 			if r.Reason != "" {
 				s += " Reason: " + r.Reason
 			}
@@ -157,6 +221,30 @@ func outcome(op *Operation, m Message) string {
 		return "Expired: not enough approvals before the approval window ended. Nothing was done."
 	case StatusCanceled:
 		return "Canceled by the requester. Nothing was done."
+	case StatusSuperseded:
+		return "Replaced by a new version that an approver edited (" + op.SupersededBy + "). This version will not run."
 	}
 	return string(m.Status)
+}
+
+// ViaWords says in plain words how a decision was made: "by email",
+// "in Slack", for people who do not know the channel names.
+func ViaWords(channel string) string {
+	switch channel {
+	case "email":
+		return "by email"
+	case "slack":
+		return "in Slack"
+	case "console":
+		return "with a link from the server console"
+	case "webhook":
+		return "with a link sent by webhook"
+	case "teams":
+		return "in Microsoft Teams"
+	case "allowance":
+		return "by a standing allowance"
+	case ViaInbox:
+		return "in the countersign inbox"
+	}
+	return "via " + channel
 }

@@ -36,6 +36,18 @@ type Notice struct {
 	// Link is the approval page URL for this approver; empty when the job
 	// carries no link. It is a capability: never log it.
 	Link string
+	// FollowUp, when set, says this notice follows an earlier one: a
+	// reminder, or an escalation announced where the first was posted.
+	FollowUp *FollowUp
+}
+
+// FollowUp is a notice about an operation already announced.
+type FollowUp struct {
+	// Reminder is the reminder's number; 0 for an escalation.
+	Reminder int
+	// Original is the first notice of the same job, when it reached its
+	// channel (a channel that threads replies answers it there).
+	Original *Delivery
 }
 
 // RetryAfterError is returned by a notifier that was told to slow down.

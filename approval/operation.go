@@ -2,6 +2,7 @@ package approval
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -18,11 +19,13 @@ const (
 	StatusRejected  Status = "rejected"
 	StatusExpired   Status = "expired"
 	StatusCanceled  Status = "canceled"
+	// StatusSuperseded: an approver's edit replaced it with a new version.
+	StatusSuperseded Status = "superseded"
 )
 
 // Statuses lists every status, in lifecycle order.
 var Statuses = []Status{StatusDraft, StatusPending, StatusApproved, StatusExecuting,
-	StatusSucceeded, StatusFailed, StatusRejected, StatusExpired, StatusCanceled}
+	StatusSucceeded, StatusFailed, StatusRejected, StatusExpired, StatusCanceled, StatusSuperseded}
 
 // Valid reports whether s is a known status.
 func (s Status) Valid() bool {
@@ -37,7 +40,7 @@ func (s Status) Valid() bool {
 // Terminal statuses never change again.
 func (s Status) Terminal() bool {
 	switch s {
-	case StatusSucceeded, StatusFailed, StatusRejected, StatusExpired, StatusCanceled:
+	case StatusSucceeded, StatusFailed, StatusRejected, StatusExpired, StatusCanceled, StatusSuperseded:
 		return true
 	}
 	return false
@@ -64,12 +67,16 @@ type Operation struct {
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 	Undoes         string          `json:"undoes,omitempty"`
 	CreatedAt      time.Time       `json:"created_at"`
+	// Attrs are the facts the action reported at prepare (routes and
+	// allowances match on them).
+	Attrs map[string]string `json:"attrs,omitempty"`
 
 	// Changed only by store transitions.
 	Status     Status          `json:"status"`
 	ExpiresAt  time.Time       `json:"expires_at"`
 	UpdatedAt  time.Time       `json:"updated_at"`
 	SentAt     *time.Time      `json:"sent_at,omitempty"`
+	ClaimedAt  *time.Time      `json:"claimed_at,omitempty"`
 	Jobs       []Job           `json:"jobs,omitempty"`
 	Approvals  []Decision      `json:"approvals,omitempty"`
 	Rejection  *Decision       `json:"rejection,omitempty"`
@@ -77,8 +84,25 @@ type Operation struct {
 	Result     json.RawMessage `json:"result,omitempty"`
 	Error      *OpError        `json:"error,omitempty"`
 	UndoneBy   string          `json:"undone_by,omitempty"`
+	// Reminded are the reminders sent; Escalated the escalation, once it
+	// happened.
+	Reminded  []Reminder `json:"reminded,omitempty"`
+	Escalated *Escalated `json:"escalated,omitempty"`
+	// Supersedes is the operation an approver's edit made this one a new
+	// version of; SupersededBy the version that replaced this one, and
+	// Changed the fields the edit changed.
+	Supersedes   string   `json:"supersedes,omitempty"`
+	SupersededBy string   `json:"superseded_by,omitempty"`
+	Changed      []string `json:"changed,omitempty"`
+	// Allowance is the allowance that approved it, if one did.
+	Allowance string `json:"allowance,omitempty"`
+	// RevokedAt is when the allowance of an allowance.grant was revoked.
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
 	// Version counts the changes of the operation; long-polls compare it.
 	Version int64 `json:"version"`
+	// CallbacksSent counts the status changes its principal's webhook
+	// acknowledged (callback.go).
+	CallbacksSent int `json:"-"`
 }
 
 // Preview is what the human (and the agent) sees: built by the action from
@@ -98,7 +122,17 @@ type Field struct {
 	Value string `json:"value"`
 	// Long marks multi-line content (a message body) for display.
 	Long bool `json:"long,omitempty"`
+	// Format is "html" for an HTML body, which humans are shown rendered
+	// (sanitized) as well as in source; empty means plain text.
+	Format string `json:"format,omitempty"`
+	// Item is the number (from 1) of the bulk item the field belongs to
+	// (SPEC §10); 0 for a field of the operation itself. An item's first
+	// field is its heading.
+	Item int `json:"item,omitempty"`
 }
+
+// FormatHTML marks a field whose value is an HTML document.
+const FormatHTML = "html"
 
 // Change is one field of a diff. Before and After are JSON values; nil
 // means absent, and an absent side is left out of the JSON, so that it
@@ -107,6 +141,9 @@ type Change struct {
 	Field  string          `json:"field"`
 	Before json.RawMessage `json:"before,omitempty"`
 	After  json.RawMessage `json:"after,omitempty"`
+	// Item is the number (from 1) of the bulk item the change belongs to;
+	// 0 for a single operation.
+	Item int `json:"item,omitempty"`
 }
 
 // StateBinding is the state an operation was prepared against.
@@ -124,9 +161,46 @@ type Route struct {
 	Notify             []string      `json:"notify"`
 	ApprovalTTL        time.Duration `json:"approval_ttl"`
 	ForbidSelfApproval bool          `json:"forbid_self_approval,omitempty"`
+	// Remind: re-notify who has not decided, after each interval from the send.
+	Remind []time.Duration `json:"remind,omitempty"`
+	// Escalate: approvers added if nobody decided in time.
+	Escalate *Escalation `json:"escalate,omitempty"`
+	// AllowEdit: approvers may edit the editable fields (a new version);
+	// EditorApproves: the editor's approval counts for it.
+	AllowEdit      bool `json:"allow_edit,omitempty"`
+	EditorApproves bool `json:"editor_approves,omitempty"`
+	// Allowances: allowances may approve this route's irreversible actions.
+	Allowances bool `json:"allowances,omitempty"`
+	// StepUp is "passkey" when deciding needs a passkey assertion bound
+	// to the decision (SPEC §11); "" otherwise.
+	StepUp string `json:"step_up,omitempty"`
 }
 
-// HasApprover reports whether id may decide under this route.
+// Escalation is who is added, and when, if nobody decided in time.
+type Escalation struct {
+	After     time.Duration `json:"after"`
+	Approvers []string      `json:"approvers"`
+}
+
+// HasApprover reports whether id may decide the operation: an approver of
+// its route, or one added by its escalation once it happened.
+func (op *Operation) HasApprover(id string) bool {
+	if op.Route.HasApprover(id) {
+		return true
+	}
+	return op.Escalated != nil && slices.Contains(op.Escalated.Approvers, id)
+}
+
+// Approvers lists everyone who may decide it now.
+func (op *Operation) Approvers() []string {
+	out := slices.Clone(op.Route.Approvers)
+	if op.Escalated != nil {
+		out = append(out, op.Escalated.Approvers...)
+	}
+	return out
+}
+
+// HasApprover reports whether id is an approver of this route.
 func (r Route) HasApprover(id string) bool {
 	for _, a := range r.Approvers {
 		if a == id {
@@ -134,6 +208,18 @@ func (r Route) HasApprover(id string) bool {
 		}
 	}
 	return false
+}
+
+// Reminder is one reminder sent to the approvers who had not decided.
+type Reminder struct {
+	N  int       `json:"n"` // 1 for the first
+	At time.Time `json:"at"`
+}
+
+// Escalated is when approvers were added.
+type Escalated struct {
+	At        time.Time `json:"at"`
+	Approvers []string  `json:"approvers"`
 }
 
 // Job is one notification to deliver: a channel, and either an approver
@@ -146,6 +232,10 @@ type Job struct {
 	Approver string `json:"approver,omitempty"`
 	// Link says the message carries a signed approval link.
 	Link bool `json:"link,omitempty"`
+	// Reminder is the reminder it belongs to (0 for the first notice);
+	// Of is then the job it reminds of.
+	Reminder int    `json:"reminder,omitempty"`
+	Of       string `json:"of,omitempty"`
 }
 
 // Decision is one approver's approval or rejection.
@@ -155,6 +245,9 @@ type Decision struct {
 	At          time.Time `json:"at"`
 	PayloadHash string    `json:"payload_hash"`
 	Reason      string    `json:"reason,omitempty"`
+	// Tx is the transition that recorded it, so that its retry is
+	// recognised.
+	Tx string `json:"tx,omitempty"`
 }
 
 // Delivery records a notification that reached its channel. Handle holds
@@ -219,4 +312,13 @@ type Event struct {
 	Status      Status         `json:"status,omitempty"`
 	Outcome     string         `json:"outcome,omitempty"`
 	Details     map[string]any `json:"details,omitempty"`
+
+	// Action, From and SentAt repeat what the operation said when the
+	// event was made, for metrics (OnEvent hooks); they are not part of
+	// the audit record. From is the status before the event.
+	Action string     `json:"-"`
+	From   Status     `json:"-"`
+	SentAt *time.Time `json:"-"`
+	// Principal owns the operation; set by the store's sweep only.
+	Principal string `json:"-"`
 }

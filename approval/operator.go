@@ -13,7 +13,7 @@ func (s *Service) Settle(ctx context.Context, key string, to Status, operator, n
 	if to != StatusSucceeded && to != StatusFailed {
 		return nil, Errorf(CodeInvalidInput, "outcome must be succeeded or failed")
 	}
-	op, err := s.load(ctx, key)
+	op, err := s.load(ctx, Ref{Key: key})
 	if err != nil {
 		return nil, err
 	}
@@ -24,25 +24,31 @@ func (s *Service) Settle(ctx context.Context, key string, to Status, operator, n
 	if to == StatusFailed {
 		opErr = &OpError{Code: CodeExecutionFailed, Message: "settled as failed by an operator: " + note}
 	}
-	_, moved, err := s.store.Move(ctx, key, MoveTransition{
-		From: []Status{StatusExecuting}, To: to, Now: s.now(), Error: opErr, Event: ev, TTL: s.retention,
-	})
+	before, moved, err := s.store.Settle(ctx, op.Ref(), SettleTransition{Step: s.step(ev), To: to, Error: opErr})
 	if err != nil {
 		return nil, err
 	}
 	if !moved {
-		cur, _ := s.store.Get(ctx, key)
-		if cur == nil {
-			cur = op
-		}
-		return nil, stateError(cur, "reconcile")
+		op.Status = before
+		return nil, stateError(op, "reconcile")
 	}
 	s.emit(ev)
-	s.wake(ctx, key)
-	return s.store.Get(ctx, key)
+	return s.store.Get(ctx, op.Ref())
 }
 
-// PrepareUndo drafts the compensating operation of a succeeded one. It is
+// Partial reports whether op failed part-way through: a bulk operation
+// whose error says some of its items were (or may have been) written
+// (error.details.partial). Its written items can be undone.
+func Partial(op *Operation) bool {
+	if op.Status != StatusFailed || op.Error == nil {
+		return false
+	}
+	p, _ := op.Error.Details["partial"].(bool)
+	return p
+}
+
+// PrepareUndo drafts the compensating operation of a succeeded one, or of
+// the written items of a bulk that failed part-way (Partial). It is
 // a normal operation that needs its own approval; the two are linked
 // (undoes / undone_by). Preparing it again returns the same draft while
 // that one is still live.
@@ -55,17 +61,17 @@ func (s *Service) PrepareUndo(ctx context.Context, p *Principal, key string) (*O
 	if err != nil {
 		return nil, false, err
 	}
-	if op.Status != StatusSucceeded {
+	if op.Status != StatusSucceeded && !Partial(op) {
 		return nil, false, stateError(op, "undo")
 	}
 	if op.UndoneBy != "" {
-		prev, err := s.store.Get(ctx, op.UndoneBy)
+		prev, err := s.store.Get(ctx, Ref{Principal: op.Principal, Key: op.UndoneBy})
 		if err == nil && !(prev.Status == StatusExpired || prev.Status == StatusRejected ||
 			prev.Status == StatusCanceled || prev.Status == StatusFailed) {
 			return prev, false, nil
 		}
 	}
-	u, ok := s.actions[op.Action].(Undoer)
+	u, ok := optional[Undoer](s.actions[op.Action])
 	if !ok {
 		return nil, false, Errorf(CodeInvalidState, "%s cannot be undone", op.Action).
 			WithDetails(map[string]any{"status": op.Status, "reason": "irreversible"})
@@ -78,18 +84,18 @@ func (s *Service) PrepareUndo(ctx context.Context, p *Principal, key string) (*O
 	if err != nil {
 		return nil, false, err
 	}
-	linked, err := s.store.SetUndoneBy(ctx, op.Key, op.UndoneBy, undo.Key)
+	linked, err := s.store.SetUndoneBy(ctx, op.Ref(), op.UndoneBy, undo.Key, s.now())
 	if err != nil {
 		return nil, false, err
 	}
 	if !linked {
 		// A concurrent undo won; drop ours and return theirs.
 		_, _ = s.Cancel(ctx, p, undo.Key)
-		cur, err := s.store.Get(ctx, op.Key)
+		cur, err := s.store.Get(ctx, op.Ref())
 		if err != nil {
 			return nil, false, err
 		}
-		winner, err := s.store.Get(ctx, cur.UndoneBy)
+		winner, err := s.store.Get(ctx, Ref{Principal: op.Principal, Key: cur.UndoneBy})
 		return winner, false, err
 	}
 	return undo, created, nil

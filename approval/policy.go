@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -17,6 +18,19 @@ type Principal struct {
 	KeyHash    string // lowercase hex SHA-256 of the API key
 	Scopes     []string
 	OnBehalfOf string // the approver id of the human it works for, if any
+	// Quotas bound what it may keep and do; zero fields take DefaultQuotas.
+	Quotas Quotas
+}
+
+// Limits returns the principal's quotas with defaults filled in.
+func (p *Principal) Limits() Quotas {
+	q, d := p.Quotas, DefaultQuotas
+	q.MaxDrafts = cmp.Or(q.MaxDrafts, d.MaxDrafts)
+	q.MaxPending = cmp.Or(q.MaxPending, d.MaxPending)
+	q.MaxStoredBytes = cmp.Or(q.MaxStoredBytes, d.MaxStoredBytes)
+	q.RequestsPerMinute = cmp.Or(q.RequestsPerMinute, d.RequestsPerMinute)
+	q.SendsPerMinute = cmp.Or(q.SendsPerMinute, d.SendsPerMinute)
+	return q
 }
 
 // Allows reports whether the principal may prepare an operation needing
@@ -39,7 +53,15 @@ type Approver struct {
 	Name        string
 	Email       string
 	SlackUserID string
+	// TeamsUserID is the person in Microsoft Teams: their Teams user id as
+	// this bot sees it ("29:…") or their Entra object id (a GUID).
+	TeamsUserID string
 	Groups      []string
+	// TimeZone is an IANA zone name for showing times to this person ("" = UTC only).
+	TimeZone string
+	// OIDCSubject is the value of the sign-in claim that names this
+	// person, when the claim is not email (approval/signin.go).
+	OIDCSubject string
 }
 
 // DisplayName is the name if set, else the id.
@@ -61,6 +83,24 @@ type RouteRule struct {
 	Notify             []string
 	ApprovalTTL        time.Duration
 	ForbidSelfApproval bool
+	// Remind re-notifies the approvers who have not decided, after each
+	// interval from the send.
+	Remind []time.Duration
+	// Escalate adds approvers when nobody decided in time.
+	Escalate *EscalateRule
+	// AllowEdit lets approvers edit the editable fields (a new version);
+	// EditorApproves counts the editor's approval for it.
+	AllowEdit, EditorApproves bool
+	// Allowances lets allowances approve this route's irreversible actions.
+	Allowances bool
+	StepUp     string
+}
+
+// EscalateRule adds approvers, by id and group, After the send.
+type EscalateRule struct {
+	After          time.Duration
+	ApproverIDs    []string
+	ApproverGroups []string
 }
 
 // Match selects operations. Empty fields match anything; every field that
@@ -82,8 +122,10 @@ func (m Match) matches(action, principal string, attrs map[string]string) bool {
 	return ok
 }
 
-// Check reports whether the match selects an operation and, when it does
-// not, the first reason why (for check-config to explain a route).
+// Check reports whether the match selects an operation and why: when it
+// does not, the first reason; when it does only because a condition could
+// not be decided (see Condition), which one (for check-config to explain a
+// route).
 func (m Match) Check(action, principal string, attrs map[string]string) (bool, string) {
 	if m.Action != "" && m.Action != action && !(strings.HasSuffix(m.Action, ".*") && strings.HasPrefix(action, strings.TrimSuffix(m.Action, "*"))) {
 		return false, fmt.Sprintf("action is %s, not %s", action, m.Action)
@@ -94,22 +136,34 @@ func (m Match) Check(action, principal string, attrs map[string]string) (bool, s
 	if m.Target != "" && attrs["target"] != m.Target {
 		return false, fmt.Sprintf("target is %q, not %s", attrs["target"], m.Target)
 	}
+	var undecided []string
 	for _, k := range slices.Sorted(maps.Keys(m.Attrs)) {
-		if v, ok := attrs[k]; !ok || v != m.Attrs[k] {
+		c := Condition{Attr: k, Op: OpEq, Values: []string{m.Attrs[k]}}
+		switch verdict, why := c.Eval(attrs); verdict {
+		case Fails:
 			return false, fmt.Sprintf("%s is %s, not %q", k, describeAttr(attrs, k), m.Attrs[k])
+		case Undecidable:
+			undecided = append(undecided, fmt.Sprintf("%s=%s cannot be evaluated (%s)", k, m.Attrs[k], why))
 		}
 	}
 	for _, c := range m.When {
-		if !c.Holds(attrs) {
-			return false, fmt.Sprintf("%s does not hold (%s is %s)", c, c.Attr, describeAttr(attrs, c.Attr))
+		switch verdict, why := c.Eval(attrs); verdict {
+		case Fails:
+			return false, fmt.Sprintf("%s does not hold (%s)", c, why)
+		case Undecidable:
+			undecided = append(undecided, fmt.Sprintf("%s cannot be evaluated (%s)", c, why))
 		}
+	}
+	if len(undecided) > 0 {
+		return true, "taken because " + strings.Join(undecided, "; ") +
+			": a route whose condition cannot be evaluated is taken, so a malformed value lands on the route that guards against it"
 	}
 	return true, ""
 }
 
 func describeAttr(attrs map[string]string, k string) string {
-	if v, ok := attrs[k]; ok {
-		return strconv.Quote(v)
+	if v, ok := lookupAttr(attrs, k); ok {
+		return DescribeAttrValue(v)
 	}
 	return "absent"
 }
@@ -145,19 +199,29 @@ type CondOp string
 // The condition language of routes (match.when in the policy file). Each
 // condition names one attribute the action reported (a string) and one
 // operator. Attributes are strings; the numeric operators read them as
-// decimal numbers.
+// numbers written as in JSON (1000, 12.5, 1e3).
 //
 //	eq, ne        equal / not equal to one value ("ne" holds when absent)
 //	in, not_in    one of / none of a list ("not_in" holds when absent)
-//	gt, gte,      numeric comparison; holds only when the attribute is
-//	lt, lte       present and a finite number
+//	gt, gte,      numeric comparison; fails when the attribute is absent
+//	lt, lte
 //	present       the attribute is present (present: true) or absent (false)
 //	matches       glob (path.Match: *, ?, [a-z]) over the whole value
 //
 // A condition on an attribute the operation does not have never holds,
-// except ne, not_in and absent. So put the stricter route first and match
-// it on what makes it strict: a missing amount then falls through to the
-// next route, as the file reads.
+// except ne, not_in and absent: a missing amount falls through to the next
+// route, as the file reads.
+//
+// Conditions fail closed. A condition on an attribute that is present but
+// cannot be compared is undecidable (Eval): a numeric operator on a value
+// that is not a finite JSON number ("5,000", "", "null", true), or any
+// operator but present/absent on a list, an object, an over-long string,
+// or anything inside a list (AttrOpaque). An undecidable condition counts
+// as holding, so the route is taken: the first route that guards against a
+// value wins when the value is malformed, and "5,000" or [5000] can never
+// pass over a stricter route. Put the stricter route first and match it on
+// what makes it strict (a route written the other way round, lenient first
+// with lte, would take malformed values on the lenient route).
 const (
 	OpEq      CondOp = "eq"
 	OpNe      CondOp = "ne"
@@ -214,48 +278,11 @@ func (c Condition) Validate() error {
 	return nil
 }
 
-// Holds evaluates the condition against an operation's attributes.
+// Holds reports whether the condition selects an operation: it holds, or
+// it cannot be decided (which takes the route: conditions fail closed).
 func (c Condition) Holds(attrs map[string]string) bool {
-	v, ok := attrs[c.Attr]
-	switch c.Op {
-	case OpPresent:
-		return ok
-	case OpAbsent:
-		return !ok
-	case OpEq:
-		return ok && len(c.Values) == 1 && v == c.Values[0]
-	case OpNe:
-		return !ok || len(c.Values) != 1 || v != c.Values[0]
-	case OpIn:
-		return ok && slices.Contains(c.Values, v)
-	case OpNotIn:
-		return !ok || !slices.Contains(c.Values, v)
-	case OpMatches:
-		if !ok || len(c.Values) != 1 {
-			return false
-		}
-		m, err := path.Match(c.Values[0], v)
-		return err == nil && m
-	case OpGt, OpGte, OpLt, OpLte:
-		if !ok {
-			return false
-		}
-		n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil || math.IsNaN(n) || math.IsInf(n, 0) {
-			return false
-		}
-		switch c.Op {
-		case OpGt:
-			return n > c.Number
-		case OpGte:
-			return n >= c.Number
-		case OpLt:
-			return n < c.Number
-		default:
-			return n <= c.Number
-		}
-	}
-	return false
+	v, _ := c.Eval(attrs)
+	return v != Fails
 }
 
 // String renders the condition: "body.amount > 1000", "method in [PUT DELETE]".
@@ -293,6 +320,12 @@ type Policy struct {
 	Principals []*Principal
 	Approvers  []*Approver
 	Routes     []RouteRule
+	// Operators may use the admin API (approval/admin.go).
+	Operators []*Operator
+	// SignInClaim is the ID token claim that names a person who signs in
+	// to the inbox or the console ("email" or another, matched against
+	// oidc_subject); "" when sign-in is off.
+	SignInClaim string
 }
 
 // Defaults of SPEC §2.
@@ -304,6 +337,8 @@ const (
 	MinApprovalTTL     = time.Minute
 	MaxApprovalTTL     = 7 * 24 * time.Hour
 	DefaultRetention   = 7 * 24 * time.Hour
+	// DefaultDraftRetention is how long a draft that ended unsent is kept.
+	DefaultDraftRetention = time.Hour
 )
 
 // PrincipalByKeyHash finds the principal whose key hashes to h.
@@ -349,6 +384,48 @@ func (p *Policy) ApproverBySlack(userID string) *Approver {
 	return nil
 }
 
+// ApproverByTeams finds the approver with one of these Microsoft Teams
+// ids (the clicking user's Teams id and Entra object id).
+func (p *Policy) ApproverByTeams(ids ...string) *Approver {
+	for _, id := range ids {
+		if id == "" {
+			continue
+		}
+		for _, a := range p.Approvers {
+			if a.TeamsUserID != "" && sameTeamsID(a.TeamsUserID, id) {
+				return a
+			}
+		}
+	}
+	return nil
+}
+
+// sameTeamsID compares Teams ids exactly, except Entra object ids (GUIDs),
+// which are the same in any letter case.
+func sameTeamsID(a, b string) bool {
+	if a == b {
+		return true
+	}
+	return isGUID(a) && isGUID(b) && strings.EqualFold(a, b)
+}
+
+func isGUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if r != '-' {
+				return false
+			}
+		case !strings.ContainsRune("0123456789abcdefABCDEF", r):
+			return false
+		}
+	}
+	return true
+}
+
 // Resolve picks the route of an operation: the first rule that matches,
 // with its approvers expanded. The human the principal acts for is left out
 // when the route forbids self-approval, so that it never counts towards
@@ -359,16 +436,7 @@ func (p *Policy) Resolve(action string, pr *Principal, attrs map[string]string) 
 		if !r.Match.matches(action, pr.ID, attrs) {
 			continue
 		}
-		var ids []string
-		for _, a := range p.Approvers {
-			if !slices.Contains(r.ApproverIDs, a.ID) && !overlaps(a.Groups, r.ApproverGroups) {
-				continue
-			}
-			if r.ForbidSelfApproval && pr.OnBehalfOf == a.ID {
-				continue
-			}
-			ids = append(ids, a.ID)
-		}
+		ids := p.eligible(r.ApproverIDs, r.ApproverGroups, r.ForbidSelfApproval, pr, nil)
 		name := r.Name
 		if name == "" {
 			name = fmt.Sprintf("route %d", i+1)
@@ -382,10 +450,33 @@ func (p *Policy) Resolve(action string, pr *Principal, attrs map[string]string) 
 		if ttl == 0 {
 			ttl = DefaultApprovalTTL
 		}
-		return Route{Name: name, Approvers: ids, Required: req, Notify: slices.Clone(r.Notify),
-			ApprovalTTL: ttl, ForbidSelfApproval: r.ForbidSelfApproval}, nil
+		route := Route{Name: name, Approvers: ids, Required: req, Notify: slices.Clone(r.Notify),
+			ApprovalTTL: ttl, ForbidSelfApproval: r.ForbidSelfApproval, Remind: slices.Clone(r.Remind),
+			AllowEdit: r.AllowEdit, EditorApproves: r.EditorApproves, Allowances: r.Allowances, StepUp: r.StepUp}
+		if e := r.Escalate; e != nil {
+			if more := p.eligible(e.ApproverIDs, e.ApproverGroups, r.ForbidSelfApproval, pr, ids); len(more) > 0 {
+				route.Escalate = &Escalation{After: e.After, Approvers: more}
+			}
+		}
+		return route, nil
 	}
 	return Route{}, Errorf(CodeNoRoute, "no route gives %s any approver", action)
+}
+
+// eligible expands ids and groups into approvers, leaving out the human
+// the principal acts for when self-approval is forbidden, and those in not.
+func (p *Policy) eligible(idList, groups []string, noSelf bool, pr *Principal, not []string) []string {
+	var ids []string
+	for _, a := range p.Approvers {
+		if !slices.Contains(idList, a.ID) && !overlaps(a.Groups, groups) {
+			continue
+		}
+		if (noSelf && pr.OnBehalfOf == a.ID) || slices.Contains(not, a.ID) {
+			continue
+		}
+		ids = append(ids, a.ID)
+	}
+	return ids
 }
 
 // RouteCheck is how one route of the policy answered a sample operation.

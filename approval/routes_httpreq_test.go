@@ -1,6 +1,7 @@
 package approval_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/countersign/countersign/approval"
@@ -19,7 +20,7 @@ func TestConditionHolds(t *testing.T) {
 		{approval.Condition{Attr: "body.amount", Op: approval.OpLt, Number: 1000}, false},
 		{approval.Condition{Attr: "body.amount", Op: approval.OpLte, Number: 1500.5}, true},
 		{approval.Condition{Attr: "body.missing", Op: approval.OpGt, Number: 0}, false},    // absent never compares
-		{approval.Condition{Attr: "body.note", Op: approval.OpGt, Number: 0}, false},       // not a number
+		{approval.Condition{Attr: "body.note", Op: approval.OpGt, Number: 0}, true},        // not a number: undecidable, taken
 		{approval.Condition{Attr: "outside_domains", Op: approval.OpGt, Number: 0}, false}, // email: all inside
 		{approval.Condition{Attr: "body.currency", Op: approval.OpEq, Values: []string{"EUR"}}, true},
 		{approval.Condition{Attr: "body.currency", Op: approval.OpEq, Values: []string{"eur"}}, false}, // exact
@@ -40,6 +41,91 @@ func TestConditionHolds(t *testing.T) {
 		if got := tc.c.Holds(attrs); got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.c, got, tc.want)
 		}
+	}
+}
+
+// TestConditionsFailClosed: a present attribute that a condition cannot
+// compare (a number spelled otherwise, a list, an object, anything inside
+// a list) takes the route; absent attributes keep their meaning.
+func TestConditionsFailClosed(t *testing.T) {
+	gt := approval.Condition{Attr: "body.amount", Op: approval.OpGt, Number: 1000}
+	lte := approval.Condition{Attr: "body.amount", Op: approval.OpLte, Number: 1000}
+	eq := approval.Condition{Attr: "body.currency", Op: approval.OpEq, Values: []string{"USD"}}
+	in := approval.Condition{Attr: "body.currency", Op: approval.OpIn, Values: []string{"EUR"}}
+	for _, tc := range []struct {
+		name  string
+		c     approval.Condition
+		attrs map[string]string
+		want  approval.Verdict
+	}{
+		{"number", gt, map[string]string{"body.amount": "5000"}, approval.Holds},
+		{"small number", gt, map[string]string{"body.amount": "50"}, approval.Fails},
+		{"exponent", gt, map[string]string{"body.amount": "5e3"}, approval.Holds},
+		{"absent", gt, map[string]string{}, approval.Fails},
+		{"thousands separator", gt, map[string]string{"body.amount": "5,000"}, approval.Undecidable},
+		{"thousands separator, lte", lte, map[string]string{"body.amount": "5,000"}, approval.Undecidable},
+		{"hex", gt, map[string]string{"body.amount": "0x1388"}, approval.Undecidable},
+		{"underscores", gt, map[string]string{"body.amount": "5_000"}, approval.Undecidable},
+		{"leading space", gt, map[string]string{"body.amount": " 5000"}, approval.Undecidable},
+		{"infinity", gt, map[string]string{"body.amount": "Inf"}, approval.Undecidable},
+		{"out of range", gt, map[string]string{"body.amount": "1e400"}, approval.Undecidable},
+		{"empty", gt, map[string]string{"body.amount": ""}, approval.Undecidable},
+		{"null", gt, map[string]string{"body.amount": "null"}, approval.Undecidable},
+		{"boolean", gt, map[string]string{"body.amount": "true"}, approval.Undecidable},
+		{"list", gt, map[string]string{"body.amount": approval.AttrOpaque("list")}, approval.Undecidable},
+		{"object", gt, map[string]string{"body.amount": approval.AttrObject, "body.amount.value": "5000"}, approval.Undecidable},
+		{"inside a list", gt, map[string]string{"body": approval.AttrOpaque("list")}, approval.Undecidable},
+		{"inside a list, deeper", gt, map[string]string{"body.lines": approval.AttrOpaque("list")},
+			approval.Fails}, // body.amount is not inside body.lines
+		{"inside an object is read", approval.Condition{Attr: "body.amount.value", Op: approval.OpGt, Number: 1000},
+			map[string]string{"body.amount": approval.AttrObject, "body.amount.value": "50"}, approval.Fails},
+		{"absent field of an object", approval.Condition{Attr: "body.customer.tier", Op: approval.OpEq, Values: []string{"gold"}},
+			map[string]string{"body.customer": approval.AttrObject}, approval.Fails},
+		{"eq on a list", eq, map[string]string{"body.currency": approval.AttrOpaque("list")}, approval.Undecidable},
+		{"in on a long string", in, map[string]string{"body.currency": approval.AttrOpaque("long string")}, approval.Undecidable},
+		{"eq text", eq, map[string]string{"body.currency": "USD"}, approval.Holds},
+		{"present on a list", approval.Condition{Attr: "body.amount", Op: approval.OpPresent},
+			map[string]string{"body.amount": approval.AttrOpaque("list")}, approval.Holds},
+		{"absent inside a list", approval.Condition{Attr: "body.amount", Op: approval.OpAbsent},
+			map[string]string{"body": approval.AttrOpaque("list")}, approval.Fails},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, why := tc.c.Eval(tc.attrs)
+			if got != tc.want {
+				t.Fatalf("%s on %v = %v (%s), want %v", tc.c, tc.attrs, got, why, tc.want)
+			}
+			if got != approval.Holds && why == "" {
+				t.Fatal("no reason given")
+			}
+		})
+	}
+
+	// The example of the issue: a 5,000 refund spelled "5,000" or [5000]
+	// gets the two-approver route, and Explain says why.
+	p := &approval.Policy{
+		Approvers: []*approval.Approver{{ID: "grace", Groups: []string{"finance"}}, {ID: "ada", Groups: []string{"finance"}}},
+		Routes: []approval.RouteRule{
+			{Name: "big-refunds", Match: approval.Match{Action: "http.request", When: []approval.Condition{gt}},
+				ApproverGroups: []string{"finance"}, Required: 2},
+			{Name: "refunds", Match: approval.Match{Action: "http.request", Attrs: map[string]string{"body.currency": "USD"}},
+				ApproverGroups: []string{"finance"}},
+		},
+	}
+	who := &approval.Principal{ID: "agent"}
+	for _, amount := range []string{"5,000", approval.AttrOpaque("list"), "null"} {
+		r, err := p.Resolve("http.request", who, map[string]string{"body.amount": amount, "body.currency": "USD"})
+		if err != nil || r.Name != "big-refunds" || r.Required != 2 {
+			t.Errorf("amount %q: route %+v, %v", amount, r, err)
+		}
+		ex := p.Explain("http.request", who, map[string]string{"body.amount": amount})
+		if len(ex) != 1 || !ex[0].Matched || !strings.Contains(ex[0].Why, "cannot be evaluated") {
+			t.Errorf("explain %q: %+v", amount, ex)
+		}
+	}
+	// Exact attributes fail closed as well.
+	r, err := p.Resolve("http.request", who, map[string]string{"body.amount": "5", "body.currency": approval.AttrOpaque("list")})
+	if err != nil || r.Name != "refunds" {
+		t.Errorf("currency list: %+v %v", r, err)
 	}
 }
 

@@ -3,6 +3,8 @@ package approval_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -56,9 +58,17 @@ func TestLoopApproveExecutesOnce(t *testing.T) {
 	if v, _ := h.svc.OpenLink(bg, link); v.Problem != approval.LinkUsed {
 		t.Fatalf("reopen problem = %q, want used", v.Problem)
 	}
-	evs, err := h.svc.Events(bg, h.agent, op.Key)
-	if err != nil {
-		t.Fatal(err)
+	// The notice's delivery is recorded by its job, which may end after
+	// the execution did: the human can be quick.
+	var evs []approval.Event
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var err error
+		if evs, err = h.svc.Events(bg, h.agent, op.Key); err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(evs, func(e approval.Event) bool { return e.Event == "notified" }) || time.Now().After(deadline) {
+			break
+		}
 	}
 	var names []string
 	notified := 0
@@ -269,7 +279,7 @@ func TestConcurrentDecisionsExecuteOnce(t *testing.T) {
 	op := h.prepare(t, 1)
 	h.send(t, op.Key)
 	// Deliver without workers so that the decisions race the claim below.
-	if err := h.svc.Reconcile(bg, op.Key); err != nil {
+	if err := h.svc.Reconcile(bg, op.Ref()); err != nil {
 		t.Fatal(err)
 	}
 	link := h.inbox.link(t, "grace")
@@ -285,7 +295,7 @@ func TestConcurrentDecisionsExecuteOnce(t *testing.T) {
 			}
 			outcomes <- res.Outcome
 			// Every decider also tries to run the operation.
-			if err := h.svc.Reconcile(bg, op.Key); err != nil {
+			if err := h.svc.Reconcile(bg, op.Ref()); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -370,5 +380,111 @@ func TestApprovedButExpiredSaysWhy(t *testing.T) {
 	}
 	if h.effect.runs.Load() != 0 {
 		t.Fatal("ran after its window")
+	}
+}
+
+// One principal holds at most MaxWaits long-polls open at once: the next
+// is refused with rate_limited at once instead of holding a connection
+// and a goroutine for its whole wait, and a place freed is usable again.
+func TestLongPollsPerPrincipalAreBounded(t *testing.T) {
+	h := newHarness(t, opts{})
+	op := h.send(t, h.prepare(t, 1).Key)
+	var wg sync.WaitGroup
+	for range approval.MaxWaits {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := h.svc.Wait(context.Background(), h.agent, op.Key, time.Hour); err != nil {
+				t.Errorf("wait: %v", err)
+			}
+		}()
+	}
+	for h.svc.Waiting(h.agent.ID) < approval.MaxWaits {
+		time.Sleep(time.Millisecond)
+	}
+	// Unbounded, this would wait for its whole 2 s and then answer.
+	_, err := h.svc.Wait(context.Background(), h.agent, op.Key, 2*time.Second)
+	var e *approval.Error
+	if !errors.As(err, &e) || e.Code != approval.CodeRateLimited || e.Details["retry_after_seconds"] == nil {
+		t.Fatalf("wait past the bound: %v", err)
+	}
+	// Reading without waiting is not bounded by it.
+	if _, err := h.svc.Wait(context.Background(), h.agent, op.Key, 0); err != nil {
+		t.Fatalf("a read without wait: %v", err)
+	}
+	h.svc.Close() // ends every long-poll
+	wg.Wait()
+	if n := h.svc.Waiting(h.agent.ID); n != 0 {
+		t.Fatalf("%d places still held after the waits returned", n)
+	}
+	got, err := h.svc.Wait(context.Background(), h.agent, op.Key, time.Millisecond)
+	if err != nil || got.Key != op.Key {
+		t.Fatalf("a wait after the others returned: %v", err)
+	}
+}
+
+// Guarantee 10 for what humans read: each hidden character is shown as an
+// escape of 12 bytes, so an input made of them would be rendered many
+// times its size in every channel. Past a bound it is refused and nothing
+// is stored; text with some of them (Persian prose uses U+200C between
+// letters) is prepared as usual.
+func TestInputOfHiddenCharactersIsRefused(t *testing.T) {
+	h := newHarness(t, opts{})
+	for name, note := range map[string]string{
+		"DEL":              strings.Repeat("\x7f", 100_000),
+		"zero-width space": strings.Repeat("\u200b", 40_000),
+		"alternating":      strings.Repeat("a\u0085", 50_000),
+	} {
+		b, _ := json.Marshal(map[string]any{"n": 1, "note": note})
+		_, _, err := h.svc.Prepare(bg, h.agent, approval.PrepareCall{Action: "test.effect", Input: b})
+		var e *approval.Error
+		if !errors.As(err, &e) || e.Code != approval.CodeInvalidInput || !strings.Contains(e.Message, "invisible or control characters") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if ops, err := h.svc.List(bg, h.agent, ""); err != nil || len(ops) != 0 {
+		t.Fatalf("refused inputs stored %d operations (%v)", len(ops), err)
+	}
+	prose := strings.Repeat("می\u200cخواهم این را بفرستم. ", 2000)
+	b, _ := json.Marshal(map[string]any{"n": 1, "note": prose})
+	if _, _, err := h.svc.Prepare(bg, h.agent, approval.PrepareCall{Action: "test.effect", Input: b}); err != nil {
+		t.Fatalf("prose with ZWNJ: %v", err)
+	}
+}
+
+// A list answers a request of a few bytes: it stops once the inputs it
+// carries reach MaxListInputBytes (each operation comes with its input and
+// a preview of about its size), newest first, and always lists the newest.
+func TestListIsBoundedByTheInputsItCarries(t *testing.T) {
+	h := newHarness(t, opts{})
+	note := strings.Repeat("x", 200_000)
+	var keys []string
+	for i := range 10 {
+		b, _ := json.Marshal(map[string]any{"n": i, "note": note})
+		op, _, err := h.svc.Prepare(bg, h.agent, approval.PrepareCall{Action: "test.effect", Input: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, op.Key)
+		h.clock.Add(time.Millisecond)
+	}
+	ops, err := h.svc.List(bg, h.agent, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := 0
+	for _, op := range ops {
+		size += len(op.Input)
+	}
+	if len(ops) == 0 || len(ops) == 10 || size > approval.MaxListInputBytes {
+		t.Fatalf("listed %d operations, %d bytes of input", len(ops), size)
+	}
+	if ops[0].Key != keys[9] {
+		t.Fatalf("the newest is not listed first: %s", ops[0].Key)
+	}
+	// A small operation is listed as before.
+	small := h.prepare(t, 1)
+	if ops, _ := h.svc.List(bg, h.agent, approval.StatusDraft); len(ops) == 0 || ops[0].Key != small.Key {
+		t.Fatalf("the newest small operation is not listed")
 	}
 }

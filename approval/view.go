@@ -10,23 +10,27 @@ import (
 // View is the operation as agents see it (REST and MCP): everything they
 // need to follow it, and never a capability.
 type View struct {
-	OperationKey      string          `json:"operation_key"`
-	Action            string          `json:"action"`
-	Status            Status          `json:"status"`
-	CreatedAt         time.Time       `json:"created_at"`
-	ExpiresAt         time.Time       `json:"expires_at"`
-	PayloadHash       string          `json:"payload_hash"`
-	StateHash         string          `json:"state_hash,omitempty"`
-	Input             json.RawMessage `json:"input"`
-	Preview           Preview         `json:"preview"`
-	Approval          ApprovalView    `json:"approval"`
-	Result            json.RawMessage `json:"result"`
-	Error             *OpError        `json:"error"`
-	Undoes            string          `json:"undoes,omitempty"`
-	UndoneBy          string          `json:"undone_by,omitempty"`
-	NextStep          string          `json:"next_step"`
-	RetryAfterSeconds *int            `json:"retry_after_seconds"`
-	Version           int64           `json:"version"`
+	OperationKey string          `json:"operation_key"`
+	Action       string          `json:"action"`
+	Status       Status          `json:"status"`
+	CreatedAt    time.Time       `json:"created_at"`
+	ExpiresAt    time.Time       `json:"expires_at"`
+	PayloadHash  string          `json:"payload_hash"`
+	StateHash    string          `json:"state_hash,omitempty"`
+	Input        json.RawMessage `json:"input"`
+	Preview      Preview         `json:"preview"`
+	Approval     ApprovalView    `json:"approval"`
+	Result       json.RawMessage `json:"result"`
+	Error        *OpError        `json:"error"`
+	Undoes       string          `json:"undoes,omitempty"`
+	UndoneBy     string          `json:"undone_by,omitempty"`
+	Supersedes   string          `json:"supersedes,omitempty"`
+	SupersededBy string          `json:"superseded_by,omitempty"`
+	// Allowance is the allowance that approved it, if one did.
+	Allowance         string `json:"allowance,omitempty"`
+	NextStep          string `json:"next_step"`
+	RetryAfterSeconds *int   `json:"retry_after_seconds"`
+	Version           int64  `json:"version"`
 }
 
 // ApprovalView is who must decide and who did.
@@ -36,6 +40,10 @@ type ApprovalView struct {
 	Approvals []ApprovalItem `json:"approvals"`
 	Rejection *ApprovalItem  `json:"rejection"`
 	Notified  []Notified     `json:"notified"`
+	// Reminded are the reminders sent to those who had not decided;
+	// Escalated, who was added when nobody decided in time.
+	Reminded  []Reminder `json:"reminded"`
+	Escalated *Escalated `json:"escalated"`
 }
 
 // ApprovalItem is one decision as the agent sees it.
@@ -59,12 +67,16 @@ func AgentView(op *Operation, now time.Time) View {
 	v := View{
 		OperationKey: op.Key, Action: op.Action, Status: st, CreatedAt: op.CreatedAt, ExpiresAt: op.ExpiresAt,
 		PayloadHash: op.PayloadHash, Input: op.Input, Preview: op.Preview, Result: op.Result, Error: op.Error,
-		Undoes: op.Undoes, UndoneBy: op.UndoneBy, Version: op.Version,
-		Approval: ApprovalView{Required: op.Route.Required, Approvers: op.Route.Approvers,
-			Approvals: []ApprovalItem{}, Notified: []Notified{}},
+		Undoes: op.Undoes, UndoneBy: op.UndoneBy, Supersedes: op.Supersedes, SupersededBy: op.SupersededBy, Allowance: op.Allowance, Version: op.Version,
+		Approval: ApprovalView{Required: op.Route.Required, Approvers: op.Approvers(),
+			Approvals: []ApprovalItem{}, Notified: []Notified{}, Reminded: []Reminder{}, Escalated: op.Escalated},
 	}
 	if op.State != nil {
 		v.StateHash = op.State.Hash
+	}
+	v.Approval.Reminded = append(v.Approval.Reminded, op.Reminded...)
+	if v.Preview.Fields == nil { // a draft that ended unsent keeps no input
+		v.Preview.Fields = []Field{}
 	}
 	for _, d := range op.Approvals {
 		v.Approval.Approvals = append(v.Approval.Approvals, ApprovalItem{Approver: d.Approver, Via: d.Via, At: d.At})
@@ -76,6 +88,9 @@ func AgentView(op *Operation, now time.Time) View {
 		v.Approval.Notified = append(v.Approval.Notified, Notified{Channel: d.Channel, To: d.To, At: d.At})
 	}
 	v.NextStep, v.RetryAfterSeconds = nextStep(op, st)
+	if Stuck(op, now, DefaultStuckAfter) {
+		v.NextStep, v.RetryAfterSeconds = stuckStep(op, now), seconds(60)
+	}
 	return v
 }
 
@@ -99,6 +114,16 @@ func nextStep(op *Operation, st Status) (string, *int) {
 	case StatusSucceeded:
 		return "Done: it ran once, exactly as approved. The outcome is in result.", nil
 	case StatusFailed:
+		if Partial(op) {
+			d := op.Error.Details
+			msg := fmt.Sprintf("Partly done: a bulk stopped at item %v (see error and result.items). It wrote %v of %v items; the ones after "+
+				"item %v were not attempted. ", d["item"], d["written"], d["total"], d["item"])
+			if u := op.Error.OutcomeUnknown; u != nil && *u {
+				msg += fmt.Sprintf("Item %v may or may not have been applied: do not retry it blindly. ", d["item"])
+			}
+			return msg + fmt.Sprintf("Tell the user. To take back the written items, prepare_undo (POST /v1/operations/%s/undo) drafts their undo "+
+				"for a human to approve; to finish, prepare the items that were not written again.", op.Key), nil
+		}
 		if op.Error != nil {
 			switch op.Error.Code {
 			case CodeStaleState, CodePreconditionFailed:
@@ -126,8 +151,20 @@ func nextStep(op *Operation, st Status) (string, *int) {
 		return "Expired: it was not approved and run within the approval window. Nothing was done. Prepare and send it again if it is still needed.", nil
 	case StatusCanceled:
 		return "Canceled. Nothing was done.", nil
+	case StatusSuperseded:
+		return supersededStep(op), nil
 	}
 	return "", nil
+}
+
+// stuckStep is the next step of an operation executing for too long: the
+// process that ran it most likely died mid-write, so nobody knows whether
+// it happened, and countersign will not run it again on its own.
+func stuckStep(op *Operation, now time.Time) string {
+	return fmt.Sprintf("Stuck: it has been executing for %s, so the process running it most likely stopped. "+
+		"The outcome is unknown: it may or may not have happened. countersign will not retry it; a human operator "+
+		"must check the target and settle it (countersign ops reconcile %s). Do not prepare it again on your own; "+
+		"tell the user, and poll for the settled outcome.", now.Sub(op.UpdatedAt).Round(time.Second), op.Key)
 }
 
 func channelsOf(op *Operation) string {

@@ -60,6 +60,11 @@ type Client struct {
 // New checks baseURL (an absolute http or https URL of a running
 // `countersign serve`) and returns a client for the principal of apiKey.
 func New(baseURL, apiKey string, opts *Options) (*Client, error) {
+	return newClient(baseURL, apiKey, "an API key", opts)
+}
+
+// newClient builds a client for any bearer key; what names the key in errors.
+func newClient(baseURL, apiKey, what string, opts *Options) (*Client, error) {
 	u, err := url.Parse(strings.TrimRight(strings.TrimSpace(baseURL), "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("client: %q is not an http(s) URL of a countersign service", baseURL)
@@ -68,7 +73,7 @@ func New(baseURL, apiKey string, opts *Options) (*Client, error) {
 		return nil, errors.New("client: the service URL must not carry credentials, a query or a fragment")
 	}
 	if strings.TrimSpace(apiKey) == "" {
-		return nil, errors.New("client: an API key is required")
+		return nil, fmt.Errorf("client: %s is required", what)
 	}
 	c := &Client{base: u, apiKey: strings.TrimSpace(apiKey), hc: http.DefaultClient, ua: "countersign-client", timeout: 30 * time.Second}
 	if opts != nil {
@@ -95,6 +100,22 @@ func (c *Client) BaseURL() string { return c.base.String() }
 func (c *Client) Prepare(ctx context.Context, call approval.PrepareCall) (approval.View, bool, error) {
 	var v approval.View
 	status, err := c.do(ctx, http.MethodPost, "/v1/operations", nil, call, 0, &v)
+	return v, status == http.StatusCreated, err
+}
+
+// RequestAllowance asks the approvers for an allowance (POST
+// /v1/allowances): input is {action, match, budget, ttl, reason}.
+func (c *Client) RequestAllowance(ctx context.Context, input json.RawMessage, idempotencyKey string) (approval.View, bool, error) {
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(input, &body); err != nil {
+		return approval.View{}, false, approval.FieldErrors{{Field: "input", Reason: "must be a JSON object"}}.Err()
+	}
+	if idempotencyKey != "" {
+		k, _ := json.Marshal(idempotencyKey)
+		body["idempotency_key"] = k
+	}
+	var v approval.View
+	status, err := c.do(ctx, http.MethodPost, "/v1/allowances", nil, body, 0, &v)
 	return v, status == http.StatusCreated, err
 }
 

@@ -6,9 +6,11 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
+	"net/mail"
 	"net/url"
 	"os"
 	"regexp"
@@ -18,18 +20,23 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/internal/netguard"
 	"gopkg.in/yaml.v3"
 )
 
 // File is the policy file as written.
 type File struct {
 	Principals []PrincipalSpec `yaml:"principals"`
+	Operators  []OperatorSpec  `yaml:"operators"`
 	Approvers  []ApproverSpec  `yaml:"approvers"`
 	Routes     []RouteSpec     `yaml:"routes"`
 	Limits     LimitsSpec      `yaml:"limits"`
 	Targets    []TargetSpec    `yaml:"targets"`
 	Webhooks   []WebhookSpec   `yaml:"webhooks"`
 	Settings   SettingsSpec    `yaml:"settings"`
+	// OIDC turns on sign-in to the approver inbox and the operator
+	// console (config/oidc.go).
+	OIDC *OIDCSpec `yaml:"oidc"`
 }
 
 // LimitsSpec holds per-action limits.
@@ -44,23 +51,100 @@ type EmailLimits struct {
 	// InternalDomains are the organisation's own domains; recipients
 	// elsewhere are counted in the route attribute external_recipients.
 	InternalDomains []string `yaml:"internal_domains"`
+	// MaxAttachments (default 5, at most 20) and MaxAttachmentBytes
+	// (decoded, all files of one email together; default 5MiB, at most
+	// 20MiB) bound attachments. The request body limit bounds them first.
+	MaxAttachments     int      `yaml:"max_attachments"`
+	MaxAttachmentBytes ByteSize `yaml:"max_attachment_bytes"`
 }
 
 // PrincipalSpec is an agent.
 type PrincipalSpec struct {
-	ID           string   `yaml:"id"`
-	APIKeySHA256 string   `yaml:"api_key_sha256"`
-	Scopes       []string `yaml:"scopes"`
-	OnBehalfOf   string   `yaml:"on_behalf_of"`
+	ID           string     `yaml:"id"`
+	APIKeySHA256 string     `yaml:"api_key_sha256"`
+	Scopes       []string   `yaml:"scopes"`
+	OnBehalfOf   string     `yaml:"on_behalf_of"`
+	Quotas       QuotasSpec `yaml:"quotas"`
+	// CallbackURL receives every status change of the principal's
+	// operations as a signed POST (docs/status-webhooks.md): https, or
+	// plain http to a loopback host; no credentials in it.
+	CallbackURL string `yaml:"callback_url"`
+	// CallbackSecret is the HMAC-SHA256 key of its signatures, a
+	// ${ENV_VAR} reference (required with callback_url).
+	CallbackSecret string `yaml:"callback_secret"`
+}
+
+// QuotasSpec bounds one principal (SPEC §3 guarantee 10); unset fields
+// take the defaults (approval.DefaultQuotas; requests_per_minute defaults
+// to settings.api_rate).
+type QuotasSpec struct {
+	MaxDrafts         int      `yaml:"max_drafts"`
+	MaxPending        int      `yaml:"max_pending"`
+	MaxStoredBytes    ByteSize `yaml:"max_stored_bytes"`
+	RequestsPerMinute int      `yaml:"requests_per_minute"`
+	SendsPerMinute    int      `yaml:"sends_per_minute"`
+}
+
+// ByteSize accepts a number of bytes or one with a unit: "512KiB", "32MiB", "1GiB", "64KB".
+type ByteSize int64
+
+// UnmarshalYAML parses a byte size.
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseByteSize(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*b = ByteSize(v)
+	return nil
+}
+
+// ParseByteSize parses "1048576", "512KiB", "32MiB", "1GiB" (KB/MB/GB are
+// powers of 1000).
+func ParseByteSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range units {
+		if v, ok := strings.CutSuffix(t, u.suffix); ok {
+			t, mult = strings.TrimSpace(v), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || n > (1<<50)/mult {
+		return 0, fmt.Errorf("invalid size %q (use e.g. 65536, 512KiB, 32MiB)", s)
+	}
+	return n * mult, nil
+}
+
+// OperatorSpec is someone who may use the admin API and `countersign ops`.
+type OperatorSpec struct {
+	ID           string `yaml:"id"`
+	APIKeySHA256 string `yaml:"api_key_sha256"`
+	// Email and OIDCSubject name the operator at console sign-in (oidc:).
+	Email       string `yaml:"email"`
+	OIDCSubject string `yaml:"oidc_subject"`
 }
 
 // ApproverSpec is a human.
 type ApproverSpec struct {
-	ID          string   `yaml:"id"`
-	Name        string   `yaml:"name"`
-	Email       string   `yaml:"email"`
-	SlackUserID string   `yaml:"slack_user_id"`
+	ID          string `yaml:"id"`
+	Name        string `yaml:"name"`
+	Email       string `yaml:"email"`
+	SlackUserID string `yaml:"slack_user_id"`
+	// TeamsUserID is the person in Microsoft Teams: their Teams user id
+	// ("29:…", as the bot sees it) or their Entra object id (a GUID).
+	TeamsUserID string   `yaml:"teams_user_id"`
 	Groups      []string `yaml:"groups"`
+	// TimeZone (IANA, e.g. Europe/Berlin) shows this approver times in
+	// their own zone beside UTC on the approval page.
+	TimeZone string `yaml:"time_zone"`
+	// OIDCSubject names this approver at inbox sign-in when oidc.claim is
+	// not email.
+	OIDCSubject string `yaml:"oidc_subject"`
 }
 
 // RouteSpec is one route; the first that matches wins.
@@ -72,6 +156,46 @@ type RouteSpec struct {
 	Notify             []string  `yaml:"notify"`
 	ApprovalTTL        Duration  `yaml:"approval_ttl"`
 	ForbidSelfApproval bool      `yaml:"forbid_self_approval"`
+	// Remind re-notifies the approvers who have not decided, after each
+	// interval from the send: [30m, 2h].
+	Remind []Duration `yaml:"remind"`
+	// Escalate adds approvers once when nobody decided in time.
+	Escalate *EscalateSpec `yaml:"escalate"`
+	// AllowEdit: true, or {editor_approves: true} to count the editor's
+	// approval for the new version.
+	AllowEdit EditSpec `yaml:"allow_edit"`
+	// Allowances: "allow" lets allowances approve this route's
+	// irreversible actions too; "never" (the default) does not.
+	Allowances string `yaml:"allowances"`
+	// StepUp "passkey": deciding needs a passkey assertion (SPEC §11).
+	StepUp string `yaml:"step_up"`
+}
+
+// EscalateSpec is {after: 1h, approvers: {groups: [leads]}}.
+type EscalateSpec struct {
+	After     Duration `yaml:"after"`
+	Approvers Who      `yaml:"approvers"`
+}
+
+// EditSpec is allow_edit: a bool, or {editor_approves: bool}.
+type EditSpec struct {
+	Allowed        bool
+	EditorApproves bool
+}
+
+// UnmarshalYAML reads true/false or {editor_approves: true}.
+func (e *EditSpec) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		return n.Decode(&e.Allowed)
+	}
+	var m struct {
+		EditorApproves bool `yaml:"editor_approves"`
+	}
+	if err := n.Decode(&m); err != nil {
+		return fmt.Errorf("line %d: allow_edit is true, false or {editor_approves: true}", n.Line)
+	}
+	e.Allowed, e.EditorApproves = true, m.EditorApproves
+	return nil
 }
 
 // MatchSpec selects operations. Every field set must match; when lists
@@ -178,6 +302,9 @@ type TargetSpec struct {
 type AllowSpec struct {
 	Method string `yaml:"method"`
 	Path   string `yaml:"path"`
+	// Query lists the query parameter names the rule accepts; any other
+	// parameter is refused (query_not_allowed). Empty: no query at all.
+	Query []string `yaml:"query"`
 }
 
 // StateSpec lists the fields of the target's resource an operation binds
@@ -218,7 +345,7 @@ var targetMethods = []string{"POST", "PUT", "PATCH", "DELETE"}
 // Headers countersign sets itself, or that would change how a request is
 // framed or routed; a target may not set them.
 var reservedHeaders = []string{"host", "content-length", "transfer-encoding", "connection", "te", "trailer",
-	"upgrade", "if-match", "if-none-match", "if-unmodified-since", "idempotency-key", "expect"}
+	"upgrade", "if-match", "if-none-match", "if-unmodified-since", "idempotency-key", "expect", "countersign-receipt"}
 
 // credentialHeader reports whether a header name suggests a credential,
 // whose value must then come from the environment.
@@ -238,6 +365,8 @@ func credentialHeader(name string) bool {
 var (
 	headerName   = regexp.MustCompile(`^[A-Za-z0-9!#$%&'*+.^_|~-]+$`)
 	fieldPattern = regexp.MustCompile(`^[^.\s]+(\.[^.\s]+)*$`)
+	// queryParamName is httpreq's rule for query parameter names.
+	queryParamName = regexp.MustCompile(`^[A-Za-z0-9_.\-\[\]]{1,128}$`)
 )
 
 func (f *File) validateTargets(bad func(string, ...any)) {
@@ -289,6 +418,14 @@ func (f *File) validateTargets(bad func(string, ...any)) {
 			}
 			if err := CheckPathPattern(a.Path); err != nil {
 				bad("target %s: allow[%d]: %v", name, j, err)
+			}
+			for k, q := range a.Query {
+				if !queryParamName.MatchString(q) {
+					bad("target %s: allow[%d]: query parameter name %q must be 1-128 of letters, digits and _ . - [ ]", name, j, q)
+				}
+				if slices.Contains(a.Query[:k], q) {
+					bad("target %s: allow[%d]: query parameter %q is listed twice", name, j, q)
+				}
 			}
 		}
 		fields := map[string]bool{}
@@ -355,10 +492,27 @@ type WebhookSpec struct {
 // SettingsSpec holds service-wide settings.
 type SettingsSpec struct {
 	DraftTTL Duration `yaml:"draft_ttl"`
-	// APIRate is requests per minute per principal (default 600).
+	// DraftRetention is how long a draft that ended unsent is kept (default 1h).
+	DraftRetention Duration `yaml:"draft_retention"`
+	// APIRate is the default requests per minute of every principal
+	// (default 600; quotas.requests_per_minute overrides it).
 	APIRate   int      `yaml:"api_rate"`
 	Retention Duration `yaml:"retention"`
-	EmailFrom string   `yaml:"email_from"`
+	// EmailFrom is the sender of email.send, the agents' mail (default: the
+	// SMTP URL's from).
+	EmailFrom string `yaml:"email_from"`
+	// MaxRequestBytes caps the body of a REST request (default 256KiB,
+	// between 64KiB and 16MiB); /mcp takes 1MiB or this and 64KiB more,
+	// whichever is larger. Attachments of email.send travel in it, base64
+	// encoded (a third larger than the files).
+	MaxRequestBytes ByteSize `yaml:"max_request_bytes"`
+	// NotifyFrom is the sender of countersign's own mail, the approval
+	// requests (default: the SMTP URL's from). It never is EmailFrom: an
+	// approval request must not arrive from the requester.
+	NotifyFrom string `yaml:"notify_from"`
+	// Shards is how many Redis shards the data and work queue are spread
+	// over (default 16). It is fixed for a deployment when it first starts.
+	Shards int `yaml:"shards"`
 }
 
 // Duration accepts Go durations plus a "d" suffix for days ("7d").
@@ -418,8 +572,12 @@ var (
 	idPattern    = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 	hexPattern   = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	envRef       = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-	knownActions = []string{"email.send", "slack.post_message", "slack.delete_message", "http.request"}
+	knownActions = []string{"email.send", "slack.post_message", "slack.delete_message", "http.request", "allowance.grant"}
 )
+
+// ValidID reports whether s is a valid id of principals, operators,
+// approvers and targets.
+func ValidID(s string) bool { return idPattern.MatchString(s) }
 
 func (f *File) validate() error {
 	var errs []error
@@ -442,8 +600,16 @@ func (f *File) validate() error {
 		for _, g := range a.Groups {
 			groups[g] = true
 		}
+		if a.TimeZone != "" {
+			if _, err := time.LoadLocation(a.TimeZone); err != nil || a.TimeZone == "Local" {
+				bad("approvers[%d] %s: time_zone %q is not an IANA time zone such as Europe/Berlin", i, a.ID, a.TimeZone)
+			}
+		}
 		if a.Email != "" && !strings.Contains(a.Email, "@") {
 			bad("approvers[%d] %s: email %q is not an address", i, a.ID, a.Email)
+		}
+		if a.TeamsUserID != "" && !teamsUserID.MatchString(a.TeamsUserID) {
+			bad("approvers[%d] %s: teams_user_id %q must be a Teams user id (29:…) or an Entra object id (a GUID)", i, a.ID, a.TeamsUserID)
 		}
 	}
 	principals := map[string]bool{}
@@ -464,7 +630,12 @@ func (f *File) validate() error {
 		if p.OnBehalfOf != "" && !approvers[p.OnBehalfOf] {
 			bad("principals[%d] %s: on_behalf_of %q is not an approver id", i, p.ID, p.OnBehalfOf)
 		}
+		f.validateCallback(i, p, bad)
+		if q := p.Quotas; q.MaxDrafts < 0 || q.MaxPending < 0 || q.MaxStoredBytes < 0 || q.RequestsPerMinute < 0 || q.SendsPerMinute < 0 {
+			bad("principals[%d] %s: quotas must not be negative", i, p.ID)
+		}
 	}
+	f.validateOperators(bad)
 	webhooks := map[string]bool{}
 	for i, w := range f.Webhooks {
 		if !idPattern.MatchString(w.Name) {
@@ -522,17 +693,123 @@ func (f *File) validate() error {
 		if len(r.Notify) == 0 {
 			bad("%s: notify must name at least one channel", name)
 		}
+		ttl := time.Duration(r.ApprovalTTL)
+		if ttl == 0 {
+			ttl = approval.DefaultApprovalTTL
+		}
+		for j, d := range r.Remind {
+			if time.Duration(d) <= 0 || time.Duration(d) >= ttl || (j > 0 && d <= r.Remind[j-1]) {
+				bad("%s: remind must be increasing intervals within the approval window (%s): %s", name, ttl, time.Duration(d))
+			}
+		}
+		if len(r.Remind) > 10 {
+			bad("%s: remind lists at most 10 reminders", name)
+		}
+		if e := r.Escalate; e != nil {
+			if time.Duration(e.After) <= 0 || time.Duration(e.After) >= ttl {
+				bad("%s: escalate.after must be within the approval window (%s)", name, ttl)
+			}
+			if len(e.Approvers.IDs)+len(e.Approvers.Groups) == 0 {
+				bad("%s: escalate.approvers must name ids or groups", name)
+			}
+			for _, id := range e.Approvers.IDs {
+				if !approvers[id] {
+					bad("%s: escalate: approver %q is not defined", name, id)
+				}
+			}
+			for _, g := range e.Approvers.Groups {
+				if !groups[g] {
+					bad("%s: escalate: no approver is in group %q", name, g)
+				}
+			}
+		}
+		if r.Allowances != "" && r.Allowances != "allow" && r.Allowances != "never" {
+			bad("%s: allowances is allow or never, not %q", name, r.Allowances)
+		}
 		for _, n := range r.Notify {
 			if err := checkNotify(n, webhooks); err != nil {
 				bad("%s: %v", name, err)
 			}
 		}
+		if r.StepUp != "" && r.StepUp != approval.StepUpPasskey {
+			bad("%s: step_up %q must be passkey (or left out)", name, r.StepUp)
+		}
 	}
+	f.validateOIDC(bad)
 	f.validateTargets(bad)
 	if d := time.Duration(f.Settings.DraftTTL); d != 0 && (d < approval.MinDraftTTL || d > approval.MaxDraftTTL) {
 		bad("settings: draft_ttl %s must be between 1m and 60m", d)
 	}
+	if d := time.Duration(f.Settings.DraftRetention); d != 0 && (d < time.Minute || d > 7*24*time.Hour) {
+		bad("settings: draft_retention %s must be between 1m and 7d", d)
+	}
+	if n := f.Settings.Shards; n < 0 || n > 1024 {
+		bad("settings: shards must be between 1 and 1024")
+	}
+	if f.Settings.APIRate < 0 {
+		bad("settings: api_rate must not be negative")
+	}
+	if n := f.Settings.MaxRequestBytes; n != 0 && (n < 64<<10 || n > 16<<20) {
+		bad("settings: max_request_bytes must be between 64KiB and 16MiB")
+	}
+	for name, v := range map[string]string{"email_from": f.Settings.EmailFrom, "notify_from": f.Settings.NotifyFrom} {
+		if _, err := mail.ParseAddress(v); v != "" && err != nil {
+			bad("settings: %s %q is not an email address (write \"Name <addr@example.com>\" or addr@example.com)", name, v)
+		}
+	}
+	if l := f.Limits.Email; l.MaxAttachments < 0 || l.MaxAttachments > 20 || l.MaxAttachmentBytes < 0 || l.MaxAttachmentBytes > 20<<20 {
+		bad("limits: email.send: max_attachments must be 0-20 and max_attachment_bytes at most 20MiB")
+	}
 	return errors.Join(errs...)
+}
+
+// validateCallback checks a principal's status webhook. Errors never
+// repeat the URL or the secret.
+func (f *File) validateCallback(i int, p PrincipalSpec, bad func(string, ...any)) {
+	switch {
+	case p.CallbackURL == "" && p.CallbackSecret != "":
+		bad("principals[%d] %s: callback_secret is set but callback_url is not", i, p.ID)
+	case p.CallbackURL == "":
+	case envRef.MatchString(p.CallbackURL):
+		bad("principals[%d] %s: callback_url cannot use ${ENV_VAR} references", i, p.ID)
+	default:
+		if err := netguard.CheckCallbackURL(p.CallbackURL); err != nil {
+			bad("principals[%d] %s: callback_url %v", i, p.ID, err)
+		}
+		if p.CallbackSecret == "" {
+			bad("principals[%d] %s: callback_url needs callback_secret: \"${ENV_VAR}\" (the key its events are signed with)", i, p.ID)
+		} else if !envRef.MatchString(p.CallbackSecret) {
+			bad("principals[%d] %s: callback_secret must be a ${ENV_VAR} reference, never a literal", i, p.ID)
+		}
+	}
+}
+
+// validateOperators checks operators like principals, and that no key
+// hash is shared: an operator key must never work on the agent API, nor an
+// agent's key on the admin API.
+func (f *File) validateOperators(bad func(string, ...any)) {
+	seen := map[string]bool{}
+	keys := map[string]string{}
+	for _, p := range f.Principals {
+		keys[p.APIKeySHA256] = "principal " + p.ID
+	}
+	for i, o := range f.Operators {
+		if !idPattern.MatchString(o.ID) {
+			bad("operators[%d]: id %q must be lowercase letters, digits, '_', '.', '-'", i, o.ID)
+		}
+		if seen[o.ID] {
+			bad("operators[%d]: duplicate id %q", i, o.ID)
+		}
+		seen[o.ID] = true
+		if !hexPattern.MatchString(o.APIKeySHA256) {
+			bad("operators[%d] %s: api_key_sha256 must be 64 lowercase hex digits (countersign keygen --operator prints it)", i, o.ID)
+			continue
+		}
+		if who, dup := keys[o.APIKeySHA256]; dup {
+			bad("operators[%d] %s: api_key_sha256 is also the key of %s; give each its own key (countersign keygen --operator)", i, o.ID, who)
+		}
+		keys[o.APIKeySHA256] = "operator " + o.ID
+	}
 }
 
 func (f *File) hasTarget(name string) bool {
@@ -543,6 +820,12 @@ func (f *File) hasTarget(name string) bool {
 	}
 	return false
 }
+
+var (
+	// teamsChannelID is a Teams channel's conversation id: 19:…@thread.tacv2.
+	teamsChannelID = regexp.MustCompile(`^19:[A-Za-z0-9._=-]+@thread\.[a-z0-9]+$`)
+	teamsUserID    = regexp.MustCompile(`^(29:[A-Za-z0-9._=+/-]{1,200}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$`)
+)
 
 func checkNotify(n string, webhooks map[string]bool) error {
 	ch, target, _ := strings.Cut(n, ":")
@@ -555,12 +838,16 @@ func checkNotify(n string, webhooks map[string]bool) error {
 		if target == "" {
 			return fmt.Errorf("notify %q: use slack:#channel, slack:C0123ABC or slack:dm", n)
 		}
+	case "teams":
+		if target != "" && !teamsChannelID.MatchString(target) {
+			return fmt.Errorf("notify %q: use teams (each approver's chat) or teams:19:…@thread.tacv2 (a channel's id)", n)
+		}
 	case "webhook":
 		if !webhooks[target] {
 			return fmt.Errorf("notify %q: no webhook named %q", n, target)
 		}
 	default:
-		return fmt.Errorf("notify %q: unknown channel (email, console, slack:…, webhook:…)", n)
+		return fmt.Errorf("notify %q: unknown channel (email, console, slack:…, teams, teams:…, webhook:…)", n)
 	}
 	return nil
 }
@@ -570,11 +857,17 @@ func (f *File) Policy() *approval.Policy {
 	p := &approval.Policy{}
 	for _, a := range f.Approvers {
 		p.Approvers = append(p.Approvers, &approval.Approver{ID: a.ID, Name: a.Name, Email: a.Email,
-			SlackUserID: a.SlackUserID, Groups: a.Groups})
+			SlackUserID: a.SlackUserID, TeamsUserID: a.TeamsUserID, Groups: a.Groups, TimeZone: a.TimeZone, OIDCSubject: a.OIDCSubject})
 	}
 	for _, pr := range f.Principals {
+		q := pr.Quotas
 		p.Principals = append(p.Principals, &approval.Principal{ID: pr.ID, KeyHash: pr.APIKeySHA256,
-			Scopes: pr.Scopes, OnBehalfOf: pr.OnBehalfOf})
+			Scopes: pr.Scopes, OnBehalfOf: pr.OnBehalfOf, Quotas: approval.Quotas{
+				MaxDrafts: q.MaxDrafts, MaxPending: q.MaxPending, MaxStoredBytes: int64(q.MaxStoredBytes),
+				RequestsPerMinute: cmp.Or(q.RequestsPerMinute, f.Settings.APIRate), SendsPerMinute: q.SendsPerMinute}})
+	}
+	for _, o := range f.Operators {
+		p.Operators = append(p.Operators, &approval.Operator{ID: o.ID, KeyHash: o.APIKeySHA256, Email: o.Email, OIDCSubject: o.OIDCSubject})
 	}
 	for _, r := range f.Routes {
 		m := approval.Match{Action: r.Match.Action, Principal: r.Match.Principal, Target: r.Match.Target}
@@ -590,9 +883,27 @@ func (f *File) Policy() *approval.Policy {
 			Name: r.Name, Match: m,
 			ApproverIDs: r.Approvers.IDs, ApproverGroups: r.Approvers.Groups, Required: r.Required,
 			Notify: r.Notify, ApprovalTTL: time.Duration(r.ApprovalTTL), ForbidSelfApproval: r.ForbidSelfApproval,
+			Remind: durations(r.Remind), AllowEdit: r.AllowEdit.Allowed, EditorApproves: r.AllowEdit.EditorApproves,
+			Allowances: r.Allowances == "allow",
+			StepUp:     r.StepUp,
 		})
+		if e := r.Escalate; e != nil {
+			rule := &p.Routes[len(p.Routes)-1]
+			rule.Escalate = &approval.EscalateRule{After: time.Duration(e.After), ApproverIDs: e.Approvers.IDs, ApproverGroups: e.Approvers.Groups}
+		}
+	}
+	if f.OIDC != nil {
+		p.SignInClaim = f.OIDC.ClaimName()
 	}
 	return p
+}
+
+func durations(ds []Duration) []time.Duration {
+	var out []time.Duration
+	for _, d := range ds {
+		out = append(out, time.Duration(d))
+	}
+	return out
 }
 
 // Channels lists the channels the routes use ("email", "slack", …).

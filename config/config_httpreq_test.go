@@ -99,6 +99,7 @@ func TestConfigRefusesBadConditionsAndTargets(t *testing.T) {
 		{"literal credential", strings.Replace(base, `"Bearer ${CALENDAR_TOKEN}"`, `"Bearer abc123"`, 1), "must be a ${ENV_VAR} reference"},
 		{"literal api key", strings.Replace(base, `"${BILLING_KEY}"`, `"k-123"`, 1), "must be a ${ENV_VAR} reference"},
 		{"reserved header", strings.Replace(base, `Accept-Language: en`, `If-Match: "*"`, 1), "set by countersign"},
+		{"receipt header", strings.Replace(base, `Accept-Language: en`, `Countersign-Receipt: forged`, 1), "set by countersign"},
 		{"credentials in URL", strings.Replace(base, "https://calendar", "https://u:p@calendar", 1), "must not carry credentials"},
 		{"query in URL", strings.Replace(base, "example/api", "example/api?key=1", 1), "must not have a query"},
 		{"plain http to a public target", strings.Replace(base, "https://calendar", "http://calendar", 1), "must be https"},

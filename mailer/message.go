@@ -26,6 +26,9 @@ type Message struct {
 	Text    string
 	// HTML, when set, makes the message multipart/alternative.
 	HTML string
+	// Attachments make it multipart/mixed; each is sent base64-encoded
+	// with its name and content type as given.
+	Attachments []Attachment
 	// MessageID without angle brackets ("op_x@countersign"). Deterministic
 	// ids let a retried send be recognised downstream. Empty: a random one.
 	MessageID string
@@ -33,6 +36,13 @@ type Message struct {
 	Headers map[string]string
 	// Date of the message; zero means the time it is sent.
 	Date time.Time
+}
+
+// Attachment is one file of a message.
+type Attachment struct {
+	Name        string
+	ContentType string
+	Data        []byte
 }
 
 // Recipients lists every envelope recipient: To, then Cc, then Bcc.
@@ -90,6 +100,16 @@ func (m *Message) Validate() error {
 	}
 	if m.MessageID != "" && !messageID.MatchString(m.MessageID) {
 		return fmt.Errorf("mailer: Message-ID %q is malformed", m.MessageID)
+	}
+	for _, a := range m.Attachments {
+		// The writer would replace these in a name; refuse rather than send
+		// another name than the one given.
+		if a.Name == "" || strings.ContainsAny(a.Name, "\"/:<>?\\|\x7f") || strings.IndexFunc(a.Name, func(r rune) bool { return r < 32 }) >= 0 {
+			return fmt.Errorf("mailer: attachment name %q cannot be sent as written", a.Name)
+		}
+		if err := check("an attachment's content type", a.ContentType); err != nil || a.ContentType == "" {
+			return fmt.Errorf("mailer: attachment %q has no valid content type", a.Name)
+		}
 	}
 	for k, v := range m.Headers {
 		if !headerName.MatchString(k) || reserved[strings.ToLower(k)] {
@@ -149,6 +169,12 @@ func (m *Message) build(now time.Time) (*gomail.Msg, error) {
 	g.SetBodyString(gomail.TypeTextPlain, m.Text)
 	if m.HTML != "" {
 		g.AddAlternativeString(gomail.TypeTextHTML, m.HTML)
+	}
+	for _, a := range m.Attachments {
+		if err := g.AttachReader(a.Name, bytes.NewReader(a.Data), gomail.WithFileContentType(gomail.ContentType(a.ContentType)),
+			gomail.WithFileEncoding(gomail.EncodingB64)); err != nil {
+			return nil, fmt.Errorf("mailer: attachment %q: %w", a.Name, err)
+		}
 	}
 	return g, nil
 }

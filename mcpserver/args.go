@@ -22,6 +22,9 @@ func decodeArgs[T any](raw json.RawMessage) (T, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		raw = []byte("{}")
 	}
+	if err := approval.CheckJSONDepth(raw, ""); err != nil {
+		return v, err
+	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
 		return v, approval.Errorf(approval.CodeInvalidInput, "arguments must be a JSON object")

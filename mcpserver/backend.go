@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/countersign/countersign/approval"
@@ -22,6 +23,10 @@ type Backend interface {
 	// insufficient_scope, policy_denied, no_route, idempotency_key_reused,
 	// rate_limited, unavailable; nothing is stored on any error.
 	Prepare(ctx context.Context, call approval.PrepareCall) (op approval.View, created bool, err error)
+	// RequestAllowance asks the approvers for an allowance (SPEC §10): an
+	// allowance.grant operation, prepared and sent. Returns the codes of
+	// Prepare and Send.
+	RequestAllowance(ctx context.Context, input json.RawMessage, idempotencyKey string) (op approval.View, created bool, err error)
 	// PrepareUndo drafts the compensating operation of a succeeded one.
 	// Returns not_found, invalid_state, stale_state and the codes of Prepare.
 	PrepareUndo(ctx context.Context, key string) (op approval.View, created bool, err error)
@@ -47,11 +52,10 @@ var (
 
 // Local is the in-process backend: the approval service, as one principal.
 type Local struct {
-	Service   *approval.Service
+	Service *approval.Service
+	// Principal is the caller; the service counts its calls against the
+	// same rate as the REST API, so MCP is no way around it.
 	Principal *approval.Principal
-	// Limit, when set, is called before every call; an error (rate_limited)
-	// refuses it. countersign serve shares the principal's REST budget.
-	Limit func(ctx context.Context, p *approval.Principal) error
 }
 
 func (l *Local) view(op *approval.Operation) approval.View {
@@ -59,15 +63,12 @@ func (l *Local) view(op *approval.Operation) approval.View {
 }
 
 // check refuses calls without a principal (the service would treat nil as
-// an operator, who sees every operation) and applies the limit.
-func (l *Local) check(ctx context.Context) error {
+// an operator, who sees every operation).
+func (l *Local) check(context.Context) error {
 	if l.Principal == nil {
 		return approval.Errorf(approval.CodeUnauthenticated, "no principal: send Authorization: Bearer <api key>")
 	}
-	if l.Limit == nil {
-		return nil
-	}
-	return l.Limit(ctx, l.Principal)
+	return nil
 }
 
 // Prepare implements Backend.
@@ -76,6 +77,18 @@ func (l *Local) Prepare(ctx context.Context, call approval.PrepareCall) (approva
 		return approval.View{}, false, err
 	}
 	op, created, err := l.Service.Prepare(ctx, l.Principal, call)
+	if err != nil {
+		return approval.View{}, false, err
+	}
+	return l.view(op), created, nil
+}
+
+// RequestAllowance implements Backend.
+func (l *Local) RequestAllowance(ctx context.Context, input json.RawMessage, idem string) (approval.View, bool, error) {
+	if err := l.check(ctx); err != nil {
+		return approval.View{}, false, err
+	}
+	op, created, err := l.Service.RequestAllowance(ctx, l.Principal, input, idem)
 	if err != nil {
 		return approval.View{}, false, err
 	}

@@ -34,6 +34,7 @@ import (
 
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/internal/openapitest"
 	"github.com/countersign/countersign/internal/redistest"
 	"github.com/countersign/countersign/mcpserver"
 	"github.com/countersign/countersign/store"
@@ -281,7 +282,7 @@ func (h *harness) connect(t testing.TB, tr transport, apiKey string) *mcp.Client
 	case viaHTTP:
 		ct = &mcp.StreamableClientTransport{Endpoint: h.httpURL(t), HTTPClient: h.httpClient(apiKey)}
 	case viaREST:
-		c, err := client.New(h.restURL(t), apiKey, nil)
+		c, err := client.New(h.restURL(t), apiKey, &client.Options{HTTPClient: &http.Client{Transport: restCheck(t)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -311,7 +312,11 @@ func (h *harness) httpURL(t testing.TB) string {
 	if u, ok := httpOnce.Load(h); ok {
 		return u.(string)
 	}
-	srv := httptest.NewServer(mcpserver.NewHTTPHandler(h.svc, &mcpserver.HTTPOptions{Options: mcpserver.Options{Logger: h.log}}))
+	// Every tool, as the stdio bridge lists them: the errors of a tool whose
+	// action is not configured are tested too (TestToolsListWhatCanRun
+	// tests the default, which leaves such tools out).
+	all := []string{mcpserver.ActionEmailSend, mcpserver.ActionSlackPostMessage, mcpserver.ActionHTTPRequest}
+	srv := httptest.NewServer(mcpserver.NewHTTPHandler(h.svc, &mcpserver.HTTPOptions{Options: mcpserver.Options{Logger: h.log, Actions: all}}))
 	h.t.Cleanup(srv.Close)
 	httpOnce.Store(h, srv.URL+"/mcp")
 	return srv.URL + "/mcp"
@@ -335,7 +340,26 @@ func (h *harness) restURL(t testing.TB) string {
 	h.t.Cleanup(func() { _ = ws.App().Shutdown() })
 	u := "http://" + ln.Addr().String()
 	httpOnce.Store(key, u)
+	restCheck(t).Watch(h.t, u)
 	return u
+}
+
+var (
+	restCheckOnce sync.Once
+	restChecker   *openapitest.Transport
+)
+
+// restCheck validates every REST response the bridge gets against the
+// OpenAPI description (web/openapi.json).
+func restCheck(t testing.TB) *openapitest.Transport {
+	restCheckOnce.Do(func() {
+		tr, err := openapitest.NewTransport(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		restChecker = tr
+	})
+	return restChecker
 }
 
 // httpClient sends the bearer key and copies every response body into

@@ -6,22 +6,28 @@ import (
 	"github.com/countersign/countersign/internal/jsonx"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/countersign/countersign/approval"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
 
 // HTTPOptions configure NewHTTPHandler. The zero value is fine.
 type HTTPOptions struct {
 	Options
-	// Limit, when set, is called before every tool call with the caller's
-	// principal (see Local.Limit).
-	Limit func(ctx context.Context, p *approval.Principal) error
 	// MaxBodyBytes caps a request body (default 1 MiB; countersign serve's
 	// own body limit applies first).
 	MaxBodyBytes int64
+	// OnPrincipal, when set, is told which principal each request
+	// authenticated as (the access log).
+	OnPrincipal func(ctx context.Context, principal string)
+	// ResourceURL is the public URL of this endpoint (https://host/mcp).
+	// When set, a refused request's WWW-Authenticate names its protected
+	// resource metadata (RFC 9728), which ResourceMetadata serves.
+	ResourceURL string
 }
 
 // NewHTTPHandler serves MCP over streamable HTTP for the principals of svc:
@@ -43,6 +49,9 @@ func NewHTTPHandler(svc *approval.Service, opts *HTTPOptions) http.Handler {
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = 1 << 20
 	}
+	if o.Actions == nil {
+		o.Actions = append([]string{}, svc.ActionNames()...) // list only the tools that can run here
+	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -52,7 +61,7 @@ func NewHTTPHandler(svc *approval.Service, opts *HTTPOptions) http.Handler {
 		if p == nil {
 			return nil, approval.Errorf(approval.CodeUnauthenticated, "missing API key: send Authorization: Bearer <api key>")
 		}
-		return &Local{Service: svc, Principal: p, Limit: o.Limit}, nil
+		return &Local{Service: svc, Principal: p}, nil
 	}, &o.Options)
 	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless: true, JSONResponse: true, Logger: log, MaxRequestBodyBytes: o.MaxBodyBytes,
@@ -75,8 +84,11 @@ func NewHTTPHandler(svc *approval.Service, opts *HTTPOptions) http.Handler {
 			p, err = svc.Authenticate(key)
 		}
 		if err != nil {
-			unauthorized(w, err)
+			unauthorized(w, err, r.Header.Get("Authorization") != "", o.ResourceURL)
 			return
+		}
+		if o.OnPrincipal != nil {
+			o.OnPrincipal(r.Context(), p.ID)
 		}
 		withToken.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
@@ -106,16 +118,58 @@ func bearer(h string) (string, error) {
 	return strings.TrimSpace(key), nil
 }
 
-// unauthorized answers 401 with the contract's error body.
-func unauthorized(w http.ResponseWriter, err error) {
+// unauthorized answers 401 with the contract's error body, and a
+// challenge that tells an MCP client what it needs: a bearer API key (RFC
+// 6750: invalid_token when the one sent is not known), and where the
+// protected resource metadata says so (RFC 9728), naming no authorization
+// server, so that a client does not go looking for an OAuth flow that does
+// not exist.
+func unauthorized(w http.ResponseWriter, err error, sent bool, resource string) {
 	var e *approval.Error
 	if !errors.As(err, &e) {
 		e = approval.Errorf(approval.CodeUnauthenticated, "unknown API key")
 	}
-	w.Header().Set("WWW-Authenticate", `Bearer realm="countersign"`)
+	challenge := `Bearer realm="countersign"`
+	if sent {
+		challenge += `, error="invalid_token"`
+	}
+	challenge += `, error_description="` + apiKeyRequired + `"`
+	if resource != "" {
+		challenge += `, resource_metadata="` + MetadataURL(resource) + `"`
+	}
+	w.Header().Set("WWW-Authenticate", challenge)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusUnauthorized)
 	body, _ := jsonx.Marshal(ErrorContent{Error: e})
 	_, _ = w.Write(body)
+}
+
+// apiKeyRequired is what a refused client is told, in the challenge and
+// in the metadata.
+const apiKeyRequired = "this MCP server takes a countersign API key, not OAuth: send Authorization: Bearer <api key> (an operator issues keys with countersign keygen)"
+
+// MetadataURL is where the protected resource metadata of resource is
+// (RFC 9728 §3.1: the well-known path goes between host and path).
+func MetadataURL(resource string) string {
+	u, err := url.Parse(resource)
+	if err != nil {
+		return ""
+	}
+	u.Path = "/.well-known/oauth-protected-resource" + strings.TrimRight(u.Path, "/")
+	u.RawQuery, u.Fragment = "", ""
+	return u.String()
+}
+
+// ResourceMetadata serves the protected resource metadata (RFC 9728) of
+// the MCP endpoint at resource: bearer tokens in the Authorization header,
+// and no authorization server, because the token is an API key that an
+// operator issues (countersign keygen); there is no OAuth flow to start.
+func ResourceMetadata(resource, docs string) http.Handler {
+	return auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+		Resource:               resource,
+		BearerMethodsSupported: []string{"header"},
+		ResourceName:           "countersign MCP server (" + apiKeyRequired + ")",
+		ResourceDocumentation:  docs,
+	})
 }

@@ -3,8 +3,10 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,13 +19,14 @@ import (
 )
 
 // decides matches any wording of a tool that would let the agent decide.
-var decides = regexp.MustCompile(`(?i)approv|reject|decid|decision|confirm|consent|authori[sz]e|sign[-_ ]?off|countersign_|grant|allow`)
+var decides = regexp.MustCompile(`(?i)approv|reject|decid|decision|confirm|consent|authori[sz]e|sign[-_ ]?off|countersign_|grant|allow($|[^a])`)
 
 // decidingVerb matches a title or description that opens by deciding.
 var decidingVerb = regexp.MustCompile(`(?i)^\W*(approve|reject|decide|confirm|authori[sz]e|accept|deny|grant|allow|sign)`)
 
-// TestToolsListHasNoWayToDecide pins the tool surface: exactly the eight
-// tools of SPEC §6, none of which approves, rejects or decides. If anyone
+// TestToolsListHasNoWayToDecide pins the tool surface: exactly the nine
+// tools of SPEC §6, none of which approves, rejects or decides
+// (request_allowance asks a human for an allowance; it grants nothing). If anyone
 // adds a tool, this test fails until the list here is changed on purpose.
 func TestToolsListHasNoWayToDecide(t *testing.T) {
 	h := newHarness(t)
@@ -61,7 +64,7 @@ func TestToolsListHasNoWayToDecide(t *testing.T) {
 				}
 			}
 			allowed := []string{"prepare_email", "prepare_slack_message", "prepare_http_request", "prepare_undo",
-				"send_operation", "get_operation_status", "cancel_operation", "list_operations"}
+				"send_operation", "get_operation_status", "cancel_operation", "list_operations", "request_allowance"}
 			slices.Sort(names)
 			slices.Sort(allowed)
 			if !slices.Equal(names, allowed) {
@@ -96,6 +99,7 @@ func TestAnnotations(t *testing.T) {
 		"get_operation_status":  {ReadOnly: true},
 		"cancel_operation":      {Idempotent: true},
 		"list_operations":       {ReadOnly: true},
+		"request_allowance":     {Destructive: &f, Idempotent: true},
 	}
 	for _, tool := range lt.Tools {
 		b, _ := json.Marshal(tool.Annotations)
@@ -529,5 +533,103 @@ func TestLongPoll(t *testing.T) {
 		t.Logf("long-poll ended %s after Service.Close", at.Sub(closed).Round(time.Millisecond))
 	case <-time.After(5 * time.Second):
 		t.Fatal("a long-poll outlived Service.Close by 5 s")
+	}
+}
+
+// TestToolsListWhatCanRun: over HTTP the tools of actions the service
+// does not have are not listed (development mode without Slack or HTTP
+// targets offers prepare_email only), and the instructions name only the
+// tools there are.
+func TestToolsListWhatCanRun(t *testing.T) {
+	h := newHarness(t)
+	for _, c := range []struct {
+		actions []string
+		want    []string
+	}{
+		{nil, []string{"prepare_email", "prepare_slack_message", "prepare_undo"}}, // the harness's service: email and Slack
+		{[]string{"email.send"}, []string{"prepare_email"}},
+		{[]string{"http.request"}, []string{"prepare_http_request", "prepare_undo"}},
+	} {
+		opts := &mcpserver.HTTPOptions{Options: mcpserver.Options{Logger: h.log, Actions: c.actions}}
+		srv := httptest.NewServer(mcpserver.NewHTTPHandler(h.svc, opts))
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil).Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: h.httpClient(agentKey)}, nil)
+		must(t, err)
+		lt, err := cs.ListTools(context.Background(), nil)
+		must(t, err)
+		var prepares []string
+		for _, tool := range lt.Tools {
+			if strings.HasPrefix(tool.Name, "prepare_") {
+				prepares = append(prepares, tool.Name)
+			}
+		}
+		slices.Sort(prepares)
+		if !slices.Equal(prepares, c.want) {
+			t.Errorf("actions %v: prepare tools %v, want %v", c.actions, prepares, c.want)
+		}
+		ins := cs.InitializeResult().Instructions
+		for _, tool := range []string{"prepare_email", "prepare_slack_message", "prepare_http_request"} {
+			if strings.Contains(ins, tool) != slices.Contains(c.want, tool) {
+				t.Errorf("actions %v: instructions mention %s: %v\n%s", c.actions, tool, strings.Contains(ins, tool), ins)
+			}
+		}
+		_ = cs.Close()
+		srv.Close()
+	}
+}
+
+// The description of wait_seconds says the range its schema enforces.
+func TestWaitSecondsDescriptionMatchesSchema(t *testing.T) {
+	h := newHarness(t)
+	cs := h.connect(t, viaHTTP, agentKey)
+	lt, err := cs.ListTools(context.Background(), nil)
+	must(t, err)
+	for _, tool := range lt.Tools {
+		if tool.Name != mcpserver.ToolGetOperationStatus {
+			continue
+		}
+		raw, _ := json.Marshal(tool.InputSchema)
+		var s struct {
+			Properties map[string]struct {
+				Minimum, Maximum *float64
+				Description      string
+			}
+		}
+		must(t, json.Unmarshal(raw, &s))
+		w := s.Properties["wait_seconds"]
+		if w.Minimum == nil || w.Maximum == nil || *w.Minimum != 0 || *w.Maximum != mcpserver.MaxWaitSeconds {
+			t.Fatalf("wait_seconds schema range %v-%v, want 0-30", w.Minimum, w.Maximum)
+		}
+		rangeText := fmt.Sprintf("(%d-%d)", 0, mcpserver.MaxWaitSeconds)
+		if !strings.Contains(w.Description, rangeText) || !strings.Contains(tool.Description, "wait_seconds "+rangeText) {
+			t.Errorf("descriptions do not say %s:\n%q\n%q", rangeText, w.Description, tool.Description)
+		}
+		return
+	}
+	t.Fatal("no get_operation_status tool")
+}
+
+// TestNewestProtocolOverStatelessHTTP: the Go SDK client and /mcp agree on
+// the newest revision the SDK supports (stateless HTTP accepts it), and a
+// client that asks for an older one gets it.
+func TestNewestProtocolOverStatelessHTTP(t *testing.T) {
+	h := newHarness(t)
+	newest := mcp.SupportedProtocolVersions()[0]
+	for _, c := range []struct{ ask, want string }{{"", newest}, {"2025-11-25", "2025-11-25"}, {"2025-06-18", "2025-06-18"}} {
+		var opts *mcp.ClientSessionOptions
+		if c.ask != "" {
+			opts = &mcp.ClientSessionOptions{ProtocolVersion: c.ask}
+		}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil).Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: h.httpURL(t), HTTPClient: h.httpClient(agentKey)}, opts)
+		must(t, err)
+		if got := cs.InitializeResult().ProtocolVersion; got != c.want {
+			t.Errorf("asking %q: negotiated %q, want %q", c.ask, got, c.want)
+		}
+		// The tools work at that revision.
+		if _, err := cs.ListTools(context.Background(), nil); err != nil {
+			t.Errorf("asking %q: tools/list: %v", c.ask, err)
+		}
+		_ = cs.Close()
 	}
 }

@@ -16,12 +16,16 @@ import (
 	"errors"
 	"github.com/countersign/countersign/internal/jsonx"
 	"log/slog"
-	"reflect"
+	"slices"
 	"time"
 
 	"github.com/countersign/countersign/approval"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Options configure the MCP server. The zero value is fine.
@@ -33,6 +37,13 @@ type Options struct {
 	// duration) and the text of internal errors. It must not be stdout on
 	// stdio. Default: discard.
 	Logger *slog.Logger
+	// Tracer makes a span per tool call, under the caller's (default: none).
+	Tracer trace.TracerProvider
+	// Actions, when set, are the actions the service has: the prepare
+	// tools of the others are not listed (development mode without Slack
+	// or HTTP targets lists prepare_email only), and prepare_undo only
+	// with an action that can be undone. Unset: every tool.
+	Actions []string
 }
 
 // BackendFunc picks the backend of one tool call: on HTTP, the principal
@@ -60,23 +71,50 @@ func NewServerFunc(pick BackendFunc, opts *Options) *mcp.Server {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Tracer == nil {
+		o.Tracer = noop.NewTracerProvider()
+	}
+	unavailable := unavailableTools(o.Actions)
 	s := &server{
 		mcp: mcp.NewServer(&mcp.Implementation{Name: o.Name, Title: "countersign: human-approved actions", Version: o.Version},
 			&mcp.ServerOptions{
-				Instructions: Instructions,
+				Instructions: instructions(unavailable),
 				Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 			}),
-		pick: pick,
-		log:  o.Logger,
+		pick:   pick,
+		log:    o.Logger,
+		tracer: o.Tracer.Tracer("github.com/countersign/countersign/mcpserver"),
 	}
 	s.addTools()
+	s.mcp.RemoveTools(unavailable...)
 	return s.mcp
 }
 
+// unavailableTools are the tools of actions not in actions (none when
+// actions is nil).
+func unavailableTools(actions []string) []string {
+	if actions == nil {
+		return nil
+	}
+	var out []string
+	for tool, action := range map[string]string{ToolPrepareEmail: ActionEmailSend,
+		ToolPrepareSlackMessage: ActionSlackPostMessage, ToolPrepareHTTPRequest: ActionHTTPRequest} {
+		if !slices.Contains(actions, action) {
+			out = append(out, tool)
+		}
+	}
+	if !slices.Contains(actions, ActionSlackPostMessage) && !slices.Contains(actions, ActionHTTPRequest) {
+		out = append(out, ToolPrepareUndo) // an email cannot be undone
+	}
+	slices.Sort(out)
+	return out
+}
+
 type server struct {
-	mcp  *mcp.Server
-	pick BackendFunc
-	log  *slog.Logger
+	mcp    *mcp.Server
+	pick   BackendFunc
+	log    *slog.Logger
+	tracer trace.Tracer
 }
 
 // result is what a tool produced: structured content and the text for the
@@ -92,13 +130,6 @@ func viewResult(v approval.View, text string) result {
 	return result{structured: v, text: text, key: v.OperationKey, status: v.Status}
 }
 
-// schemaOptions describe json.RawMessage (input, result, body, diff values)
-// as any JSON value rather than as bytes. (Not the empty schema: that
-// marshals as true, which the TypeScript SDK refuses as a property schema.)
-var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-	reflect.TypeFor[json.RawMessage](): {Description: "any JSON value"},
-}}
-
 // The output schemas describe a result, and also admit a tool error's
 // structured content ({"error": {code, message, details}}): the
 // TypeScript SDK client validates structured content against the output
@@ -106,13 +137,13 @@ var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonsc
 // hide the error from the model. So no property is required at the top,
 // and "error" takes the contract's error object as well as an operation's.
 var (
-	viewSchema = openTop(mustSchema[approval.View](describeView))
-	listSchema = openTop(mustSchema[ListResult](func(p map[string]*jsonschema.Schema) {
+	viewSchema = portable(openTop(mustSchema[approval.View](describeView)))
+	listSchema = portable(openTop(mustSchema[ListResult](func(p map[string]*jsonschema.Schema) {
 		p["operations"].Items = mustSchema[approval.View](describeView)
 		p["operations"].Description = "your operations, newest first"
 		p["error"] = mustSchema[approval.Error](nil)
 		p["error"].Description = "in a tool error only: the error of the call"
-	}))
+	})))
 )
 
 func openTop(s *jsonschema.Schema) *jsonschema.Schema {
@@ -127,6 +158,8 @@ func describeView(p map[string]*jsonschema.Schema) {
 		statuses[i] = string(st)
 	}
 	p["status"].Enum = statuses
+	p["input"] = &jsonschema.Schema{AnyOf: []*jsonschema.Schema{{Type: "object"}, {Type: "null"}},
+		Description: "the normalized input, exactly what executes once approved (null once a draft that was never sent has ended)"}
 	for name, d := range map[string]string{
 		"operation_key":       "the operation's key: keep it to follow, send or cancel the operation",
 		"status":              "draft, pending_approval, approved, executing; final: succeeded, failed, rejected, expired, canceled",
@@ -162,13 +195,32 @@ func mustSchema[T any](edit func(map[string]*jsonschema.Schema)) *jsonschema.Sch
 // "null or array"), as the arguments are read strictly.
 func inputSchema[T any](edit func(map[string]*jsonschema.Schema)) *jsonschema.Schema {
 	s := mustSchema[T](edit)
-	for _, p := range s.Properties {
+	var strip func(*jsonschema.Schema)
+	strip = func(p *jsonschema.Schema) {
 		if len(p.Types) == 2 && p.Types[0] == "null" {
 			p.Type, p.Types = p.Types[1], nil
 		}
+		for _, q := range p.Properties {
+			strip(q)
+		}
+		if p.Items != nil {
+			strip(p.Items)
+		}
 	}
-	return s
+	for _, p := range s.Properties {
+		strip(p)
+	}
+	return portable(s)
 }
+
+// CallTimeout bounds one tool call (get_operation_status gets its longest
+// wait on top, and the prepares that read an HTTP target the target's
+// longest timeout), so that during a store outage every call answers
+// unavailable within 5 s.
+const CallTimeout = 3500 * time.Millisecond
+
+// targetTimeout is the longest timeout an HTTP target may have.
+const targetTimeout = 2 * time.Minute
 
 // add registers one tool: strict argument decoding (invalid_input with
 // the contract's codes, never the SDK's validator prose), the backend call,
@@ -181,7 +233,22 @@ func add[In any](s *server, t *mcp.Tool, edit func(map[string]*jsonschema.Schema
 		t.OutputSchema = viewSchema
 	}
 	name := t.Name
+	timeout := CallTimeout
+	switch name {
+	case ToolGetOperationStatus:
+		timeout += MaxWaitSeconds * time.Second
+	case ToolPrepareHTTPRequest, ToolPrepareUndo:
+		timeout += targetTimeout // these read an HTTP target first
+	}
 	s.mcp.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		// A deadline for the store calls of the tool call: during a store
+		// outage it ends in unavailable in time (the HTTP transport's own
+		// context only ends at shutdown).
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		ctx, sp := s.tracer.Start(ctx, "tools/call "+name, trace.WithAttributes(
+			attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", name)))
+		defer sp.End()
 		start := time.Now()
 		var res result
 		in, err := decodeArgs[In](req.Params.Arguments)
@@ -194,11 +261,14 @@ func add[In any](s *server, t *mcp.Tool, edit func(map[string]*jsonschema.Schema
 		attrs := []any{"tool", name, "duration_ms", time.Since(start).Milliseconds()}
 		if err != nil {
 			out, code := s.errorResult(name, err)
+			sp.SetAttributes(attribute.String("countersign.error", string(code)))
+			sp.SetStatus(codes.Error, string(code))
 			s.log.Info("mcp tool call", append(attrs, "error", code)...)
 			return out, nil
 		}
 		if res.key != "" {
 			attrs = append(attrs, "operation", res.key, "status", res.status)
+			sp.SetAttributes(attribute.String("countersign.operation", res.key), attribute.String("countersign.status", string(res.status)))
 		}
 		s.log.Info("mcp tool call", attrs...)
 		return okResult(res)

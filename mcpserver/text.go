@@ -198,7 +198,14 @@ var errorHints = map[approval.Code]string{
 	approval.CodeNoRoute:              "No approver is configured for this operation; tell the user. Nothing was stored.",
 	approval.CodeWritesDisabled:       "Writes are switched off on this service; nothing was sent or consumed. Tell the user and try again later.",
 	approval.CodeRateLimited:          "Too many calls; wait details.retry_after_seconds, then try again.",
+	approval.CodeQuotaExceeded:        "A quota of yours is full (details.quota): cancel drafts you no longer need, or wait for pending operations to be decided, then try again.",
 	approval.CodeUnavailable:          "countersign or its store is unavailable; try again shortly.",
 	approval.CodeInternal:             "Something went wrong inside countersign; try once more, then tell the user.",
 	approval.CodeStaleState:           "The target changed since this was prepared; nothing was written. Prepare it again so the human sees the current state.",
+}
+
+// allowanceText says where an allowance request stands.
+func allowanceText(v approval.View) string {
+	return "Allowance requested (" + v.OperationKey + "): it is waiting for a human to approve it. " +
+		"Until it is approved and active, send your operations as usual; they go to humans. " + strings.TrimSpace(v.NextStep)
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/countersign/countersign/approval"
@@ -22,12 +24,13 @@ const (
 	ToolGetOperationStatus  = "get_operation_status"
 	ToolCancelOperation     = "cancel_operation"
 	ToolListOperations      = "list_operations"
+	ToolRequestAllowance    = "request_allowance"
 )
 
 // ToolNames lists every tool, in the order tools/list shows them.
 var ToolNames = []string{
 	ToolPrepareEmail, ToolPrepareSlackMessage, ToolPrepareHTTPRequest, ToolPrepareUndo,
-	ToolSendOperation, ToolGetOperationStatus, ToolCancelOperation, ToolListOperations,
+	ToolSendOperation, ToolGetOperationStatus, ToolCancelOperation, ToolListOperations, ToolRequestAllowance,
 }
 
 // Actions behind the prepare tools.
@@ -51,6 +54,21 @@ Statuses: draft → pending_approval → approved → executing → succeeded | 
 
 Keep each operation_key. Read next_step in every result. Use idempotency_key when you may retry a prepare. If an operation is rejected, read approval.rejection.reason and do not send it again; prepare a changed one if the user wants. To change anything, prepare a new operation and cancel_operation the old one. list_operations shows your operations.`
 
+// instructions are Instructions naming only the prepare tools listed.
+func instructions(unavailable []string) string {
+	var tools []string
+	for _, t := range []string{ToolPrepareEmail, ToolPrepareSlackMessage, ToolPrepareHTTPRequest} {
+		if !slices.Contains(unavailable, t) {
+			tools = append(tools, t)
+		}
+	}
+	out := strings.Replace(Instructions, "prepare_email / prepare_slack_message / prepare_http_request", strings.Join(tools, " / "), 1)
+	if len(tools) < 3 {
+		out += " This service offers " + strings.Join(tools, ", ") + " only: the other actions are not configured here."
+	}
+	return out
+}
+
 const noCapability = "A human approves or rejects it out of band (Slack or an emailed link); you will never receive a token, link or code, and no tool can approve. "
 
 const followUp = "Follow it with get_operation_status, passing wait_seconds (up to 30) to wait for a change."
@@ -59,15 +77,24 @@ const prepareTail = "It does not send anything and does not notify anyone: call 
 	noCapability + "Once approved, countersign executes exactly this stored action, once. " + followUp +
 	" A draft that is not sent expires (expires_at). Pass idempotency_key to make retries safe: the same key with the same arguments returns the same operation instead of a second one."
 
+// attachmentArg is one file of prepare_email.
+type attachmentArg struct {
+	Name          string `json:"name" jsonschema:"file name the recipient sees, e.g. invoice-2026-12.pdf (without any of \" / \\ : < > ? |)"`
+	ContentType   string `json:"content_type" jsonschema:"media type of the file, e.g. application/pdf"`
+	ContentBase64 string `json:"content_base64" jsonschema:"the file's bytes in standard base64 (RFC 4648, with padding)"`
+}
+
 type emailArgs struct {
-	To             []string `json:"to" jsonschema:"recipient email addresses"`
-	Cc             []string `json:"cc,omitempty" jsonschema:"carbon-copy addresses"`
-	Bcc            []string `json:"bcc,omitempty" jsonschema:"blind-carbon-copy addresses"`
-	Subject        string   `json:"subject" jsonschema:"subject line"`
-	Text           string   `json:"text" jsonschema:"plain-text body, sent exactly as given"`
-	HTML           string   `json:"html,omitempty" jsonschema:"optional HTML body, sent as an alternative to text"`
-	ReplyTo        string   `json:"reply_to,omitempty" jsonschema:"optional Reply-To address"`
-	IdempotencyKey string   `json:"idempotency_key,omitempty" jsonschema:"optional key (1-128 printable ASCII characters, no spaces) that makes retrying this prepare safe"`
+	To      []string `json:"to" jsonschema:"recipient email addresses"`
+	Cc      []string `json:"cc,omitempty" jsonschema:"carbon-copy addresses"`
+	Bcc     []string `json:"bcc,omitempty" jsonschema:"blind-carbon-copy addresses"`
+	Subject string   `json:"subject" jsonschema:"subject line"`
+	Text    string   `json:"text" jsonschema:"plain-text body, sent exactly as given"`
+	HTML    string   `json:"html,omitempty" jsonschema:"optional HTML body, sent as an alternative to text"`
+	ReplyTo string   `json:"reply_to,omitempty" jsonschema:"optional Reply-To address"`
+	// Attachments go to the action as given, which refuses unknown fields.
+	Attachments    json.RawMessage `json:"attachments,omitempty" jsonschema:"optional files to attach (by default at most 5, 5 MiB together, within the request size limit); the approver sees each one's name, type, size and SHA-256"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty" jsonschema:"optional key (1-128 printable ASCII characters, no spaces) that makes retrying this prepare safe"`
 }
 
 type slackArgs struct {
@@ -79,12 +106,25 @@ type slackArgs struct {
 
 type httpArgs struct {
 	Target         string          `json:"target" jsonschema:"name of an HTTP target configured on the countersign service (credentials stay on the service)"`
-	Method         string          `json:"method" jsonschema:"HTTP method, e.g. PATCH, PUT, POST or DELETE; the target's allow list decides"`
-	Path           string          `json:"path" jsonschema:"path under the target's base URL, e.g. /events/42"`
+	Method         string          `json:"method,omitempty" jsonschema:"HTTP method, e.g. PATCH, PUT, POST or DELETE; the target's allow list decides. Required unless items is given"`
+	Path           string          `json:"path,omitempty" jsonschema:"path under the target's base URL, e.g. /events/42. Required unless items is given"`
 	Query          json.RawMessage `json:"query,omitempty" jsonschema:"optional query parameters: an object of name to a string or a list of strings"`
 	Body           json.RawMessage `json:"body,omitempty" jsonschema:"optional JSON request body"`
+	Items          json.RawMessage `json:"items,omitempty" jsonschema:"bulk: instead of method, path, query and body, a list of 1 to 100 requests to the one target, each {method, path, query?, body?}; they are approved together, with one preview and one decision, and written in order"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty" jsonschema:"optional key (1-128 printable ASCII characters, no spaces) that makes retrying this prepare safe"`
 }
+
+type allowanceArgs struct {
+	Action         string          `json:"action" jsonschema:"the action the allowance approves without asking, e.g. email.send"`
+	Match          json.RawMessage `json:"match,omitempty" jsonschema:"what matching operations must be: attribute → list of allowed values (every element of a list attribute such as domains must be in it), or {min, max} for a number; e.g. {\"domains\": [\"client.example\"]}"`
+	Budget         json.RawMessage `json:"budget" jsonschema:"how much it may approve in all: {\"count\": 20} operations and/or {\"sum\": {\"attr\": \"body.amount\", \"max\": 5000}}"`
+	TTL            json.RawMessage `json:"ttl" jsonschema:"how long it lasts once approved: a duration such as 72h or 3d (at most 7 days)"`
+	Reason         string          `json:"reason" jsonschema:"why you need it, in words for the human who decides"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty" jsonschema:"optional key (1-128 printable ASCII characters, no spaces) that makes retrying safe"`
+}
+
+// MaxBulkItems is the most items prepare_http_request takes (SPEC §10).
+const MaxBulkItems = 100
 
 type keyArgs struct {
 	OperationKey string `json:"operation_key" jsonschema:"the operation's key, op_ followed by 26 characters, from an earlier result"`
@@ -116,13 +156,19 @@ func (s *server) addTools() {
 		Name: ToolPrepareEmail, Title: "Prepare an email for approval",
 		Description: "Prepare an email for a human to approve, and see exactly what would be sent. It stores a draft with the normalized message and returns its operation_key and preview. " + prepareTail,
 		Annotations: prepareAnnotations("Prepare an email for approval"),
-	}, nil, func(ctx context.Context, b Backend, in emailArgs) (result, error) {
+	}, func(p map[string]*jsonschema.Schema) {
+		p["attachments"] = &jsonschema.Schema{Type: "array", Description: p["attachments"].Description,
+			Items: mustSchema[attachmentArg](nil)}
+	}, func(ctx context.Context, b Backend, in emailArgs) (result, error) {
 		input := map[string]any{"to": in.To, "cc": orEmpty(in.Cc), "bcc": orEmpty(in.Bcc), "subject": in.Subject, "text": in.Text}
 		if in.HTML != "" {
 			input["html"] = in.HTML
 		}
 		if in.ReplyTo != "" {
 			input["reply_to"] = in.ReplyTo
+		}
+		if a := bytes.TrimSpace(in.Attachments); len(a) > 0 && string(a) != "null" {
+			input["attachments"] = json.RawMessage(a)
 		}
 		return prepare(ctx, b, ActionEmailSend, input, in.IdempotencyKey)
 	})
@@ -143,16 +189,49 @@ func (s *server) addTools() {
 		Name: ToolPrepareHTTPRequest, Title: "Prepare an HTTP request for approval",
 		Description: "Prepare a write to a configured HTTP API (a target such as a calendar or store) for a human to approve. " +
 			"countersign checks the target's allow list, reads the current state of what the request changes, and shows the field-level diff in the preview; the human approves that exact request. " +
-			"It stores a draft and returns its operation_key; it writes nothing. If the remote state changes before execution, the operation fails with stale_state and nothing is written. " + prepareTail,
+			"It stores a draft and returns its operation_key; it writes nothing. If the remote state changes before execution, the operation fails with stale_state and nothing is written. " +
+			"Bulk: pass items (at most 100 requests, all to the one target) instead of method, path, query and body to have a whole batch (e.g. rescheduling twenty events) approved as one operation with one preview: a summary line and a diff per item. " +
+			"Before the first write every item is read again, and if any changed, nothing is written; then the items are written in order, each with its own Idempotency-Key (operation_key:N, N from 1), and the first failure stops the rest. " +
+			"result.items says what happened to each; if a later item fails, the operation is failed with error.details.partial true and the counts, and prepare_undo takes back the written items. " + prepareTail,
 		Annotations: prepareAnnotations("Prepare an HTTP request for approval"),
 	}, func(p map[string]*jsonschema.Schema) {
 		p["method"].Enum = []any{"POST", "PUT", "PATCH", "DELETE"}
 		p["query"] = &jsonschema.Schema{Type: "object", Description: p["query"].Description,
 			AdditionalProperties: &jsonschema.Schema{AnyOf: []*jsonschema.Schema{
 				{Type: "string"}, {Type: "array", Items: &jsonschema.Schema{Type: "string"}}}}}
-		p["body"] = &jsonschema.Schema{Description: p["body"].Description}
+		p["body"] = anyJSON(p["body"].Description + " (any JSON value; usually an object)")
+		p["items"] = &jsonschema.Schema{Type: "array", Description: p["items"].Description, MinItems: ptr(1), MaxItems: ptr(MaxBulkItems),
+			Items: &jsonschema.Schema{Type: "object", Required: []string{"method", "path"}, AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}},
+				Properties: map[string]*jsonschema.Schema{
+					"method": {Type: "string", Enum: []any{"POST", "PUT", "PATCH", "DELETE"}},
+					"path":   {Type: "string", Description: p["path"].Description},
+					"query":  p["query"],
+					"body":   anyJSON("the item's JSON body (any JSON value; usually an object)"),
+				}}}
 	}, func(ctx context.Context, b Backend, in httpArgs) (result, error) {
-		input := map[string]any{"target": in.Target, "method": in.Method, "path": in.Path}
+		input := map[string]any{"target": in.Target}
+		// Pass what was given, so that the action refuses items mixed with
+		// single-request fields rather than one silently winning.
+		if in.Method != "" {
+			input["method"] = in.Method
+		}
+		if in.Path != "" {
+			input["path"] = in.Path
+		}
+		if items := bytes.TrimSpace(in.Items); len(items) > 0 && string(items) != "null" {
+			input["items"] = json.RawMessage(items)
+		} else {
+			var fe approval.FieldErrors
+			if in.Method == "" {
+				fe.Add("method", "required (unless items is given)")
+			}
+			if in.Path == "" {
+				fe.Add("path", "required (unless items is given)")
+			}
+			if err := fe.Err(); err != nil {
+				return result{}, err
+			}
+		}
 		if q := bytes.TrimSpace(in.Query); len(q) > 0 && string(q) != "null" {
 			if q[0] != '{' {
 				return result{}, approval.FieldErrors{{Field: "query", Reason: "must be an object"}}.Err()
@@ -163,6 +242,32 @@ func (s *server) addTools() {
 			input["body"] = json.RawMessage(body)
 		}
 		return prepare(ctx, b, ActionHTTPRequest, input, in.IdempotencyKey)
+	})
+
+	add(s, &mcp.Tool{
+		Name: ToolRequestAllowance, Title: "Ask a human for a standing allowance",
+		Description: "Ask a human to approve, once, a bounded envelope of operations you may then carry out without asking each time: one action, a match on its attributes, a budget (a count of operations and/or a sum of a numeric attribute) and a time to live (at most 7 days). " +
+			"It is sent to the approvers at once as an operation of action allowance.grant; while it is active and has budget, your matching operations are approved when you send them (send_operation) and run; past its budget or time, or once revoked by a human, they go to humans again. " +
+			"Irreversible actions (email) are approved by allowances only where the route allows it. " + noCapability + followUp,
+		Annotations: prepareAnnotations("Ask for an allowance"),
+	}, func(p map[string]*jsonschema.Schema) {
+		p["match"] = &jsonschema.Schema{Type: "object", Description: p["match"].Description}
+		p["budget"] = &jsonschema.Schema{Type: "object", Description: p["budget"].Description}
+		p["ttl"] = &jsonschema.Schema{Type: "string", Description: p["ttl"].Description}
+	}, func(ctx context.Context, b Backend, in allowanceArgs) (result, error) {
+		input := map[string]any{"action": in.Action, "budget": in.Budget, "ttl": in.TTL, "reason": in.Reason}
+		if m := bytes.TrimSpace(in.Match); len(m) > 0 && string(m) != "null" {
+			input["match"] = in.Match
+		}
+		raw, err := json.Marshal(input)
+		if err != nil {
+			return result{}, approval.FieldErrors{{Field: "input", Reason: "must be JSON"}}.Err()
+		}
+		v, _, err := b.RequestAllowance(ctx, raw, in.IdempotencyKey)
+		if err != nil {
+			return result{}, err
+		}
+		return viewResult(v, allowanceText(v)), nil
 	})
 
 	add(s, &mcp.Tool{
@@ -199,7 +304,7 @@ func (s *server) addTools() {
 	add(s, &mcp.Tool{
 		Name: ToolGetOperationStatus, Title: "Get an operation's status",
 		Description: "Get the current status of one of your operations: who was notified, who approved or rejected it (with the reason), its result or error, and next_step. " +
-			"With wait_seconds (1-30) it long-polls: it returns as soon as the status changes, or after wait_seconds with the unchanged status; call it again to keep waiting. " +
+			"wait_seconds (0-30) long-polls: it returns as soon as the status changes, or after wait_seconds with the unchanged status; call it again to keep waiting. 0, or leaving it out, returns at once. " +
 			"It never approves anything and never returns a token or link.",
 		Annotations: &mcp.ToolAnnotations{Title: "Get operation status", ReadOnlyHint: true},
 	}, func(p map[string]*jsonschema.Schema) {

@@ -98,8 +98,15 @@ loop:
 		HasOutputSchema bool   `json:"hasOutputSchema"`
 	}
 	must(t, json.Unmarshal(steps["tools"], &tools))
-	if len(tools) != 8 {
+	// Every tool the Go server registers reaches the TypeScript client,
+	// each with its output schema.
+	if len(tools) != 9 {
 		t.Errorf("%d tools: %+v", len(tools), tools)
+	}
+	for _, tool := range tools {
+		if !tool.HasOutputSchema {
+			t.Errorf("%s has no output schema over the TS SDK", tool.Name)
+		}
 	}
 	var prep, bad, status callResult
 	must(t, json.Unmarshal(steps["prepare"], &prep))

@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign/slackapp"
 	"github.com/countersign/countersign/store"
 	"github.com/gofiber/fiber/v2"
+	"github.com/slack-go/slack"
 )
 
 // The service under test: approval.Service on Redis with the real Slack
@@ -97,6 +98,11 @@ type opts struct {
 	// claimIdle is how long a task may sit with a worker before another
 	// takes it over (default 500 ms; production's is a minute).
 	claimIdle time.Duration
+	// allowEdit lets approvers edit as a new version (allow_edit).
+	allowEdit bool
+	// socket receives interactions over Socket Mode (with an app token
+	// and no signing secret) instead of HTTP.
+	socket bool
 }
 
 type env struct {
@@ -142,7 +148,9 @@ func newEnv(t testing.TB, o opts) *env {
 		},
 		Routes: []approval.RouteRule{{Name: "slack", Match: approval.Match{Action: "slack.*"},
 			ApproverIDs: []string{"grace", "ada", "sam"}, Required: o.required, Notify: o.notify,
-			ForbidSelfApproval: o.forbidSelf}},
+			ForbidSelfApproval: o.forbidSelf, AllowEdit: o.allowEdit},
+			{Name: "allowances", Match: approval.Match{Action: approval.GrantAction},
+				ApproverIDs: []string{"grace", "ada"}, Required: 1, Notify: o.notify}},
 	}
 	api := e.fake.Client("xoxb-test")
 	slackCfg := slackpost.Config{Client: api}
@@ -157,7 +165,11 @@ func newEnv(t testing.TB, o opts) *env {
 		t.Fatal(err)
 	}
 	e.svc = svc
-	e.handler, err = slackapp.New(slackapp.Config{Service: svc, SigningSecret: secret, Client: api, Replays: e.store,
+	signing := secret
+	if o.socket {
+		signing = ""
+	}
+	e.handler, err = slackapp.New(slackapp.Config{Service: svc, SigningSecret: signing, Client: api, Replays: e.store,
 		TeamID: e.fake.TeamID})
 	if err != nil {
 		t.Fatal(err)
@@ -170,6 +182,13 @@ func newEnv(t testing.TB, o opts) *env {
 	wg.Add(2)
 	go func() { defer wg.Done(); svc.RunWorkers(ctx, e.store, "w", o.workers) }()
 	go func() { defer wg.Done(); svc.RunTimers(ctx, e.store, 20*time.Millisecond) }()
+	if o.socket {
+		e.fake.AppToken = "xapp-1-A0FAKE-test"
+		sm := slackapp.NewSocketClient(slack.New("xoxb-test", slack.OptionAPIURL(e.fake.URL()), slack.OptionAppLevelToken(e.fake.AppToken)), nil)
+		wg.Add(1)
+		go func() { defer wg.Done(); e.handler.RunSocket(ctx, sm) }()
+		e.fake.WaitSocket(t, 1)
+	}
 	t.Cleanup(func() { cancel(); wg.Wait(); e.handler.Close() })
 	return e
 }

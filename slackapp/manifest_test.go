@@ -16,7 +16,7 @@ func TestManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m struct {
+	type manifest struct {
 		OAuth struct {
 			Scopes struct {
 				Bot []string `yaml:"bot"`
@@ -30,6 +30,7 @@ func TestManifest(t *testing.T) {
 			SocketMode bool `yaml:"socket_mode_enabled"`
 		} `yaml:"settings"`
 	}
+	var m manifest
 	if err := yaml.Unmarshal(raw, &m); err != nil {
 		t.Fatal(err)
 	}
@@ -41,5 +42,19 @@ func TestManifest(t *testing.T) {
 		if !slices.Contains(m.OAuth.Scopes.Bot, s) {
 			t.Errorf("bot scope %s missing", s)
 		}
+	}
+
+	// The Socket Mode manifest: interactivity over the socket, no URL.
+	raw, err = os.ReadFile("../slack/manifest-socket.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sm manifest
+	if err := yaml.Unmarshal(raw, &sm); err != nil {
+		t.Fatal(err)
+	}
+	if !sm.Settings.Interactivity.Enabled || sm.Settings.Interactivity.RequestURL != "" || !sm.Settings.SocketMode ||
+		!slices.Equal(sm.OAuth.Scopes.Bot, m.OAuth.Scopes.Bot) {
+		t.Fatalf("socket mode manifest %+v", sm)
 	}
 }

@@ -7,6 +7,12 @@
 // operation's. Anyone else gets an ephemeral explanation and nothing
 // changes.
 //
+// Interactions arrive over HTTP (Handle, POST /slack/interactions, signed
+// with the signing secret) or over Socket Mode (RunSocket, when the app has
+// an app-level token: Slack authenticates the socket itself). Both feed the
+// same handler, with the same replay dedupe and user → approver mapping;
+// the decision rules are internal/chatdecide's, shared with Teams.
+//
 // The handler acknowledges at once: it records the decision (a few Redis
 // round trips through approval.Service.DecideAs) and returns 200; the
 // message is edited later by the workers (approval's sync, through the
@@ -24,7 +30,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/countersign/countersign/internal/slackwire"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -34,6 +39,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/internal/chatdecide"
+	"github.com/countersign/countersign/internal/slackwire"
 	"github.com/gofiber/fiber/v2"
 	"github.com/slack-go/slack"
 )
@@ -44,6 +51,15 @@ const (
 	ActionReject  = slackwire.ActionReject
 	// CallbackReject is the callback id of the reject modal.
 	CallbackReject = "countersign_reject"
+	// CallbackReview is the callback id of the review modal, whose
+	// submit button approves.
+	CallbackReview = "countersign_review"
+	// ActionReview is the button of a message too long to approve from.
+	ActionReview = slackwire.ActionReview
+	// ActionRevoke ends an allowance in force.
+	ActionRevoke = slackwire.ActionRevoke
+	// ActionEdit opens the edit modal of a route with allow_edit.
+	ActionEdit = slackwire.ActionEdit
 	// reasonBlock and reasonAction name the modal's input.
 	reasonBlock  = "reason"
 	reasonAction = "reason"
@@ -64,6 +80,14 @@ type Service interface {
 	DecideAs(ctx context.Context, key, approverID, via, payloadHash string, approve bool, reason string) (*approval.Operation, approval.DecideResult, error)
 	// Get reads an operation (nil principal: any).
 	Get(ctx context.Context, p *approval.Principal, key string) (*approval.Operation, error)
+	// ReviewLink mints a personal approval link for an approver who may
+	// decide (a capability: never log it).
+	ReviewLink(ctx context.Context, key, approverID, via, payloadHash string) (string, error)
+	// EditableFields and Edit make an approver's new version (SPEC §10).
+	EditableFields(op *approval.Operation) []approval.EditableField
+	Edit(ctx context.Context, key, editor, via, payloadHash string, changes map[string]string) (*approval.Operation, error)
+	// RevokeAllowanceAs ends an allowance for one of its approvers.
+	RevokeAllowanceAs(ctx context.Context, id, approverID string) (*approval.Operation, error)
 	Policy() *approval.Policy
 	Now() time.Time
 }
@@ -78,7 +102,10 @@ type Replays interface {
 
 // Config builds a Handler.
 type Config struct {
-	Service       Service
+	Service Service
+	// SigningSecret verifies requests to Handle (POST /slack/interactions);
+	// without it Handle refuses everything, and interactions can only
+	// arrive over Socket Mode (RunSocket).
 	SigningSecret string
 	// Client sends ephemeral messages and opens the modal (bot token).
 	Client  *slack.Client
@@ -98,18 +125,19 @@ type Config struct {
 
 // Handler serves POST /slack/interactions.
 type Handler struct {
-	cfg  Config
-	log  *slog.Logger
-	team atomic.Pointer[team]
-	wg   sync.WaitGroup
+	cfg   Config
+	log   *slog.Logger
+	rules chatdecide.Rules
+	team  atomic.Pointer[team]
+	wg    sync.WaitGroup
 }
 
 type team struct{ id, enterprise string }
 
 // New checks cfg and builds the handler.
 func New(cfg Config) (*Handler, error) {
-	if cfg.Service == nil || cfg.SigningSecret == "" || cfg.Client == nil || cfg.Replays == nil {
-		return nil, errors.New("slackapp: service, signing secret, client and replay store are required")
+	if cfg.Service == nil || cfg.Client == nil || cfg.Replays == nil {
+		return nil, errors.New("slackapp: service, client and replay store are required")
 	}
 	if cfg.DecideTimeout == 0 {
 		cfg.DecideTimeout = 2500 * time.Millisecond
@@ -121,6 +149,7 @@ func New(cfg Config) (*Handler, error) {
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
+	h.rules = chatdecide.Rules{Date: slackDate, Escape: escape, Log: h.log, Channel: "slack"}
 	if cfg.TeamID != "" || cfg.EnterpriseID != "" {
 		h.SetTeam(cfg.TeamID, cfg.EnterpriseID)
 	}
@@ -138,16 +167,19 @@ func (h *Handler) Close() { h.wg.Wait() }
 // replayTTL outlives the signature's 5-minute window on both sides.
 const replayTTL = 11 * time.Minute
 
-// Handle serves one interaction request.
+// Handle serves one interaction request over HTTP.
 func (h *Handler) Handle(c *fiber.Ctx) error {
 	body := c.BodyRaw()
 	hdr := http.Header{}
 	hdr.Set("X-Slack-Signature", c.Get("X-Slack-Signature"))
 	hdr.Set("X-Slack-Request-Timestamp", c.Get("X-Slack-Request-Timestamp"))
-	sv, err := slack.NewSecretsVerifier(hdr, h.cfg.SigningSecret)
-	if err == nil {
-		_, _ = sv.Write(body)
-		err = sv.Ensure()
+	err := errors.New("no signing secret is configured (Socket Mode only)")
+	if h.cfg.SigningSecret != "" {
+		var sv slack.SecretsVerifier
+		if sv, err = slack.NewSecretsVerifier(hdr, h.cfg.SigningSecret); err == nil {
+			_, _ = sv.Write(body)
+			err = sv.Ensure()
+		}
 	}
 	if err != nil {
 		h.log.Warn("slack: interaction refused: bad signature", "ip", c.IP(), "reason", err.Error())
@@ -164,42 +196,63 @@ func (h *Handler) Handle(c *fiber.Ctx) error {
 		}
 		return problem(c, http.StatusBadRequest, "invalid_input", "no payload")
 	}
-	var ic slack.InteractionCallback
-	if err := json.Unmarshal([]byte(form.Get("payload")), &ic); err != nil {
-		return problem(c, http.StatusBadRequest, "invalid_input", "the payload is not an interaction")
-	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.DecideTimeout)
-	defer cancel()
 	// A valid request replayed within the window is acknowledged and
 	// ignored. It is known by what the signature covers (timestamp and
 	// body), not by the header's spelling, which may vary (hex case).
 	sum := sha256.Sum256(body)
-	first, err := h.cfg.Replays.Once(ctx, "slack-interaction:"+hdr.Get("X-Slack-Request-Timestamp")+":"+hex.EncodeToString(sum[:]), replayTTL)
+	resp, err := h.interact([]byte(form.Get("payload")),
+		"slack-interaction:"+hdr.Get("X-Slack-Request-Timestamp")+":"+hex.EncodeToString(sum[:]))
+	if err != nil {
+		return problem(c, http.StatusBadRequest, "invalid_input", err.Error())
+	}
+	if resp == nil {
+		return ack(c)
+	}
+	return c.JSON(resp)
+}
+
+// interact handles one authenticated interaction payload, from either
+// transport, and returns what to acknowledge it with: nil for an empty
+// acknowledgement, or a view submission response. replayKey names the
+// delivery: one seen before is acknowledged and ignored. An error means
+// the payload is malformed (nothing was done).
+func (h *Handler) interact(payload []byte, replayKey string) (any, error) {
+	var ic slack.InteractionCallback
+	if err := approval.CheckJSONDepth(payload, "payload"); err != nil {
+		return nil, errors.New(err.(*approval.Error).Message)
+	}
+	if err := json.Unmarshal(payload, &ic); err != nil {
+		return nil, errors.New("the payload is not an interaction")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.DecideTimeout)
+	defer cancel()
+	first, err := h.cfg.Replays.Once(ctx, replayKey, replayTTL)
 	if err != nil {
 		h.log.Error("slack: replay check failed", "err", err)
 		if ic.Type == slack.InteractionTypeViewSubmission {
-			return h.modalNotice(c, unavailableText)
+			return modalNotice(unavailableText), nil
 		}
 		h.ephemeral(channelOf(&ic), ic.User.ID, unavailableText)
-		return ack(c)
+		return nil, nil
 	}
 	if !first {
 		h.log.Warn("slack: replayed interaction ignored", "user", ic.User.ID, "type", string(ic.Type))
-		return ack(c)
+		return nil, nil
 	}
 
 	switch ic.Type {
 	case slack.InteractionTypeBlockActions:
 		h.blockActions(ctx, &ic)
-		return ack(c)
 	case slack.InteractionTypeViewSubmission:
-		return h.viewSubmission(ctx, c, &ic)
+		if resp := h.viewSubmission(ctx, &ic); resp != nil {
+			return resp, nil
+		}
 	}
-	return ack(c)
+	return nil, nil
 }
 
-const unavailableText = "countersign could not record this right now (a temporary problem). Nothing was recorded; try again in a moment."
+const unavailableText = chatdecide.Unavailable
 
 // ack is an empty 200: Slack's acknowledgement (and, for a modal
 // submission, "close the modal").
@@ -233,7 +286,7 @@ func (h *Handler) approver(ic *slack.InteractionCallback) (*approval.Approver, s
 	}
 	a := h.cfg.Service.Policy().ApproverBySlack(ic.User.ID)
 	if a == nil {
-		return nil, "You are not an approver of this operation, so your click counts for nothing. Nothing was recorded."
+		return nil, chatdecide.NotAnApprover
 	}
 	return a, ""
 }
@@ -241,7 +294,7 @@ func (h *Handler) approver(ic *slack.InteractionCallback) (*approval.Approver, s
 func (h *Handler) blockActions(ctx context.Context, ic *slack.InteractionCallback) {
 	var action *slack.BlockAction
 	for _, a := range ic.ActionCallback.BlockActions {
-		if a.ActionID == ActionApprove || a.ActionID == ActionReject {
+		if a.ActionID == ActionApprove || a.ActionID == ActionReject || a.ActionID == ActionReview || a.ActionID == ActionRevoke || a.ActionID == ActionEdit {
 			action = a
 			break
 		}
@@ -252,7 +305,7 @@ func (h *Handler) blockActions(ctx context.Context, ic *slack.InteractionCallbac
 	channel, user := channelOf(ic), ic.User.ID
 	var v slackwire.ButtonValue
 	if err := json.Unmarshal([]byte(action.Value), &v); err != nil || v.Operation == "" || v.PayloadHash == "" {
-		h.refuse(channel, user, "", "This button is not a valid countersign button. Nothing was recorded.")
+		h.refuse(channel, user, "", chatdecide.BadButton)
 		return
 	}
 	a, why := h.approver(ic)
@@ -260,13 +313,23 @@ func (h *Handler) blockActions(ctx context.Context, ic *slack.InteractionCallbac
 		h.refuse(channel, user, v.Operation, why)
 		return
 	}
-	if action.ActionID == ActionReject {
+	// Reject, Review and Edit open a modal on the operation as it is now,
+	// once it is checked to still be the one the button showed.
+	if open := map[string]func(*approval.Operation, modalState){
+		ActionReject: func(op *approval.Operation, st modalState) { h.openRejectModal(ic.TriggerID, op, st) },
+		ActionReview: func(op *approval.Operation, st modalState) { h.review(ctx, ic, op, a, st) },
+		ActionEdit:   func(op *approval.Operation, st modalState) { h.edit(ctx, ic, op, a, st) },
+	}[action.ActionID]; open != nil {
 		op, err := h.cfg.Service.Get(ctx, nil, v.Operation)
 		if why := h.precheck(op, err, a, v.PayloadHash); why != "" {
 			h.refuse(channel, user, v.Operation, why)
 			return
 		}
-		h.openRejectModal(ic.TriggerID, op, modalState{Operation: v.Operation, PayloadHash: v.PayloadHash, Channel: channel})
+		open(op, modalState{Operation: v.Operation, PayloadHash: v.PayloadHash, Channel: channel})
+		return
+	}
+	if action.ActionID == ActionRevoke {
+		h.revoke(ctx, channel, user, v, a)
 		return
 	}
 	op, res, err := h.cfg.Service.DecideAs(ctx, v.Operation, a.ID, Via, v.PayloadHash, true, "")
@@ -277,132 +340,96 @@ func (h *Handler) blockActions(ctx context.Context, ic *slack.InteractionCallbac
 	h.log.Info("slack: approval recorded", "operation", v.Operation, "approver", a.ID, "outcome", string(res.Outcome))
 }
 
+// revoke ends an allowance for one of its approvers. Only the allowance
+// the message showed (its payload hash) can be revoked by its button; the
+// message loses the button when a worker brings it up to date.
+func (h *Handler) revoke(ctx context.Context, channel, user string, v slackwire.ButtonValue, a *approval.Approver) {
+	op, err := h.cfg.Service.Get(ctx, nil, v.Operation)
+	if err != nil || op.Action != approval.GrantAction || op.PayloadHash != v.PayloadHash {
+		h.refuse(channel, user, v.Operation, chatdecide.BadButton)
+		return
+	}
+	_, err = h.cfg.Service.RevokeAllowanceAs(ctx, v.Operation, a.ID)
+	var refusal *approval.Refusal
+	switch {
+	case errors.As(err, &refusal):
+		h.refuse(channel, user, v.Operation, refusal.Reason+". Nothing was changed.")
+		return
+	case approval.ErrorCode(err) == approval.CodeInvalidState:
+		h.refuse(channel, user, v.Operation, "This allowance is no longer in force. Nothing was changed.")
+		return
+	case err != nil:
+		h.log.Warn("slack: revocation failed", "operation", v.Operation, "approver", a.ID, "err", approval.SafeError(err))
+		h.refuse(channel, user, v.Operation, "countersign could not record this now. Nothing was changed; please try again.")
+		return
+	}
+	h.log.Info("slack: allowance revoked", "operation", v.Operation, "approver", a.ID)
+}
+
 // precheck says why an approver may not decide op now, without deciding
 // (the reject modal is opened only when a rejection could be recorded;
 // the submission is checked again when it is recorded).
 func (h *Handler) precheck(op *approval.Operation, err error, a *approval.Approver, hash string) string {
-	if err != nil {
-		return h.explain(op, approval.DecideResult{}, err, a)
-	}
-	switch {
-	case !op.Route.HasApprover(a.ID):
-		if op.Route.ForbidSelfApproval && op.OnBehalfOf == a.ID {
-			return h.explain(op, approval.DecideResult{}, &approval.Refusal{Reason: "you cannot approve an operation an agent prepared on your behalf"}, a)
-		}
-		return h.explain(op, approval.DecideResult{}, &approval.Refusal{Reason: "you are not an approver of this operation"}, a)
-	case op.Decided(a.ID):
-		return h.explain(op, approval.DecideResult{Outcome: approval.DecideAlreadyDecided}, nil, a)
-	case op.EffectiveStatus(h.cfg.Service.Now()) == approval.StatusExpired:
-		return h.explain(op, approval.DecideResult{Outcome: approval.DecideExpired}, nil, a)
-	case op.Status != approval.StatusPending:
-		return h.explain(op, approval.DecideResult{Outcome: approval.DecideNotPending, Status: op.Status}, nil, a)
-	case op.PayloadHash != hash:
-		return h.explain(op, approval.DecideResult{Outcome: approval.DecideHashMismatch}, nil, a)
-	}
-	return ""
+	return h.rules.Precheck(op, err, a, hash, h.cfg.Service.Now())
 }
 
 // explain turns the result of a decision into the explanation the human
 // sees, or "" when the decision counted.
 func (h *Handler) explain(op *approval.Operation, res approval.DecideResult, err error, a *approval.Approver) string {
-	var r *approval.Refusal
-	switch {
-	case errors.As(err, &r):
-		return capitalize(r.Reason) + ". Nothing was recorded."
-	case approval.ErrorCode(err) == approval.CodeNotFound:
-		return "This operation no longer exists (finished operations are removed after their retention). Nothing was recorded."
-	case err != nil:
-		h.log.Error("slack: decision failed", "approver", a.ID, "err", err)
-		return unavailableText
-	}
-	switch res.Outcome {
-	case approval.DecideRecorded, approval.DecideApproved, approval.DecideRejected:
-		return ""
-	case approval.DecideAlreadyDecided, approval.DecideNotPending:
-		if op != nil {
-			if d := decisionOf(op, a.ID); d != nil {
-				verb := "approved"
-				if op.Rejection != nil && op.Rejection.Approver == a.ID {
-					verb = "rejected"
-				}
-				return fmt.Sprintf("You already %s this operation (via %s, %s); a decision cannot be changed. Nothing new was recorded.",
-					verb, escape(d.Via), slackDate(d.At))
-			}
-		}
-		if res.Outcome == approval.DecideAlreadyDecided {
-			return "You have already decided this operation, and a decision cannot be changed. Nothing new was recorded."
-		}
-		st := res.Status
-		if op != nil && st == "" {
-			st = op.Status
-		}
-		return "This operation is no longer waiting for decisions: it is " + strings.ReplaceAll(string(st), "_", " ") +
-			". Nothing was recorded."
-	case approval.DecideExpired:
-		s := "The approval window has ended, so the operation expired and nothing was done."
-		if op != nil && !op.ExpiresAt.IsZero() {
-			s = "The approval window ended " + slackDate(op.ExpiresAt) + ", so the operation expired and nothing was done."
-		}
-		return s
-	case approval.DecideHashMismatch:
-		return "This button does not match the operation: its payload hash differs from the one approved here. Nothing was recorded."
-	}
-	return "countersign did not record this (" + escape(string(res.Outcome)) + ")."
+	return h.rules.Explain(op, res, err, a)
 }
 
-func decisionOf(op *approval.Operation, approver string) *approval.Decision {
-	if op.Rejection != nil && op.Rejection.Approver == approver {
-		return op.Rejection
+// viewSubmission handles a modal submitted; it returns the response
+// (an error on the form, or the modal replaced by an explanation), or nil
+// to close the modal.
+func (h *Handler) viewSubmission(ctx context.Context, ic *slack.InteractionCallback) any {
+	if ic.View.CallbackID == CallbackReview {
+		return h.reviewSubmission(ctx, ic)
 	}
-	for i := range op.Approvals {
-		if op.Approvals[i].Approver == approver {
-			return &op.Approvals[i]
-		}
+	if ic.View.CallbackID == CallbackEdit {
+		return h.editSubmission(ctx, ic)
 	}
-	return nil
-}
-
-func (h *Handler) viewSubmission(ctx context.Context, c *fiber.Ctx, ic *slack.InteractionCallback) error {
 	if ic.View.CallbackID != CallbackReject {
-		return ack(c)
+		return nil
 	}
 	var st modalState
 	if err := json.Unmarshal([]byte(ic.View.PrivateMetadata), &st); err != nil || st.Operation == "" {
-		return h.modalNotice(c, "This form is not a valid countersign form. Nothing was recorded.")
+		return modalNotice("This form is not a valid countersign form. Nothing was recorded.")
 	}
 	a, why := h.approver(ic)
 	if a == nil {
 		h.log.Info("slack: rejection refused", "operation", st.Operation, "user", ic.User.ID, "why", why)
-		return h.modalNotice(c, why)
+		return modalNotice(why)
 	}
 	var reason string
 	if ic.View.State != nil {
 		reason = strings.TrimSpace(ic.View.State.Values[reasonBlock][reasonAction].Value)
 	}
 	if reason == "" {
-		return c.JSON(slack.NewErrorsViewSubmissionResponse(map[string]string{reasonBlock: "Please say why, so the requester can act on it."}))
+		return slack.NewErrorsViewSubmissionResponse(map[string]string{reasonBlock: "Please say why, so the requester can act on it."})
 	}
 	op, res, err := h.cfg.Service.DecideAs(ctx, st.Operation, a.ID, Via, st.PayloadHash, false, reason)
 	if why := h.explain(op, res, err, a); why != "" {
 		h.log.Info("slack: rejection refused", "operation", st.Operation, "approver", a.ID, "why", why)
-		return h.modalNotice(c, why)
+		return modalNotice(why)
 	}
 	h.log.Info("slack: rejection recorded", "operation", st.Operation, "approver", a.ID)
-	return ack(c) // closes the modal
+	return nil // closes the modal
 }
 
 // modalNotice replaces the modal with an explanation.
-func (h *Handler) modalNotice(c *fiber.Ctx, text string) error {
-	return c.JSON(slack.NewUpdateViewSubmissionResponse(&slack.ModalViewRequest{
+func modalNotice(text string) *slack.ViewSubmissionResponse {
+	return slack.NewUpdateViewSubmissionResponse(&slack.ModalViewRequest{
 		Type: slack.VTModal, Title: plain("Not recorded"), Close: plain("Close"),
 		Blocks: slack.Blocks{BlockSet: []slack.Block{slack.NewSectionBlock(mrkdwn(text), nil, nil)}},
-	}))
+	})
 }
 
-// rejectModal is the modal asking for a reason.
-func rejectModal(op *approval.Operation, st modalState) slack.ModalViewRequest {
+// rejectModal is the modal asking for a reason. It names the operation by
+// the title of its message (m), escaped like every agent-chosen string.
+func rejectModal(op *approval.Operation, m approval.Message, st modalState) slack.ModalViewRequest {
 	meta, _ := json.Marshal(st)
-	title := op.Preview.Title
+	title := m.Title
 	if title == "" {
 		title = op.Action
 	}
@@ -422,7 +449,7 @@ func rejectModal(op *approval.Operation, st modalState) slack.ModalViewRequest {
 }
 
 func (h *Handler) openRejectModal(trigger string, op *approval.Operation, st modalState) {
-	view := rejectModal(op, st)
+	view := rejectModal(op, approval.BuildMessage(op, h.cfg.Service.Policy(), h.cfg.Service.Now()), st)
 	h.background(func(ctx context.Context) {
 		if _, err := h.cfg.Client.OpenViewContext(ctx, trigger, view); err != nil {
 			h.log.Warn("slack: could not open the reject modal", "operation", st.Operation, "err", err)
@@ -472,13 +499,6 @@ func escape(s string) string {
 
 func slackDate(t time.Time) string {
 	return fmt.Sprintf("<!date^%d^{date_short_pretty} at {time}|%s>", t.Unix(), t.UTC().Format("Jan 2, 2006 15:04 UTC"))
-}
-
-func capitalize(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 func truncate(s string, n int) string {

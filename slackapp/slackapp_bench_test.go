@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/internal/fakeslack"
 	notifyslack "github.com/countersign/countersign/notify/slack"
 )
@@ -36,7 +37,9 @@ func BenchmarkClickToAck(b *testing.B) {
 	target := "http://" + ln.Addr().String() + "/slack/interactions"
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 
-	// One pending operation per click, prepared before the clock starts.
+	// One pending operation per click, prepared before the clock starts
+	// (by an agent whose quotas allow that many).
+	e.agent.Quotas = approval.Quotas{MaxDrafts: 1e6, MaxPending: 1e6, RequestsPerMinute: 1e7, SendsPerMinute: 1e6}
 	ch := e.fake.ChannelID("#approvals")
 	bodies := make([][]byte, b.N)
 	for i := range b.N {

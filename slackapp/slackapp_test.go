@@ -546,3 +546,32 @@ func TestUndoDeletesThePostedMessage(t *testing.T) {
 		t.Fatalf("undone_by = %q", got)
 	}
 }
+
+// The reject modal names the operation by its title, which carries agent
+// text (a Slack channel name may hold U+3164 HANGUL FILLER, a letter that
+// shows as nothing): it is shown escaped, as in the approval message.
+func TestRejectModalTitleIsEscaped(t *testing.T) {
+	e := newEnv(t, opts{})
+	in, _ := json.Marshal(map[string]string{"channel": "#gen\u3164eral", "text": "hello"})
+	op, _, err := e.svc.Prepare(bg, e.agent, approval.PrepareCall{Action: slackpost.Name, Input: in})
+	if err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
+	if op, err = e.svc.Send(bg, e.agent, op.Key); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	e.click(t, grace, slackapp.ActionReject, e.approvalMessages(t, op.Key, 1)[0])
+	e.fake.WaitCalls(t, "views.open", 1)
+	raw := string(e.fake.Views()[0].Raw)
+	var view slack.ModalViewRequest
+	if err := json.Unmarshal([]byte(raw), &view); err != nil {
+		t.Fatal(err)
+	}
+	head, _ := json.Marshal(view.Blocks.BlockSet[0])
+	if strings.ContainsRune(string(head), '\u3164') || strings.Contains(raw, `\u3164`) {
+		t.Fatalf("the reject modal shows U+3164 as is: %s", head)
+	}
+	if !strings.Contains(string(head), "gen⟨U+3164⟩eral") {
+		t.Fatalf("the reject modal does not show the escaped title: %s", head)
+	}
+}

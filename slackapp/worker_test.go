@@ -20,7 +20,7 @@ import (
 func TestConcurrentReconcilesDeliverOnce(t *testing.T) {
 	e := newEnv(t, opts{notify: []string{"email", "slack:#approvals"}, workers: 2, slowEmailTo: "grace"})
 	op := e.prepareSend(t, "hello")
-	if err := e.store.Wake(bg, op.Key); err != nil {
+	if err := e.store.Wake(bg, op.Ref()); err != nil {
 		t.Fatal(err)
 	}
 	e.approvalMessages(t, op.Key, 1)
@@ -63,10 +63,10 @@ func TestRedeliveredJobIsNotPostedAgain(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	for range 3 {
-		if err := e.store.Wake(bg, op.Key); err != nil {
+		if err := e.store.Wake(bg, op.Ref()); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.svc.Reconcile(bg, op.Key); err != nil {
+		if err := e.svc.Reconcile(bg, op.Ref()); err != nil {
 			t.Fatal(err)
 		}
 	}

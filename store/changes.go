@@ -32,11 +32,13 @@ func newHub(rdb redis.UniversalClient, log *slog.Logger) *hub {
 }
 
 // Changes returns a channel signalled after every change of the operation.
-func (r *Redis) Changes(key string) (<-chan struct{}, func()) {
-	return r.hub.watch(key)
+// It returns once the subscription is confirmed (no later change is
+// missed), or unavailable when ctx ends first.
+func (r *Redis) Changes(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	return r.hub.watch(ctx, key)
 }
 
-func (h *hub) watch(key string) (<-chan struct{}, func()) {
+func (h *hub) watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	ch := make(chan struct{}, 1)
 	h.mu.Lock()
 	h.start()
@@ -46,14 +48,20 @@ func (h *hub) watch(key string) (<-chan struct{}, func()) {
 	}
 	h.waiters[key][ch] = struct{}{}
 	h.mu.Unlock()
-	<-ready // subscribed: no change after this point is missed
-	return ch, func() {
+	cancel := func() {
 		h.mu.Lock()
 		delete(h.waiters[key], ch)
 		if len(h.waiters[key]) == 0 {
 			delete(h.waiters, key)
 		}
 		h.mu.Unlock()
+	}
+	select {
+	case <-ready: // subscribed: no change after this point is missed
+		return ch, cancel, nil
+	case <-ctx.Done():
+		cancel()
+		return nil, nil, unavailable("subscribe to changes", ctx.Err())
 	}
 }
 

@@ -1,24 +1,34 @@
 package store
 
-import "testing"
+import (
+	"testing"
+)
 
 // The key names are part of the data format: changing one orphans stored
 // operations. This test pins them.
 func TestKeyNames(t *testing.T) {
-	k := "op_abcdefghijklmnopqrstuvwxyz"
+	sh := newShards(DefaultShards)
+	k, p := "op_abcdefghijklmnopqrstuvwxyz", "support-agent"
+	tag := sh.of(p)
 	tests := []struct{ got, want string }{
-		{opKey(k), "cs:{op_abcdefghijklmnopqrstuvwxyz}:op"},
-		{approvalsKey(k), "cs:{op_abcdefghijklmnopqrstuvwxyz}:approvals"},
-		{deliveriesKey(k), "cs:{op_abcdefghijklmnopqrstuvwxyz}:deliveries"},
-		{capsKey(k), "cs:{op_abcdefghijklmnopqrstuvwxyz}:caps"},
-		{eventsKey(k), "cs:{op_abcdefghijklmnopqrstuvwxyz}:events"},
-		{syncedKey(k), "cs:{op_abcdefghijklmnopqrstuvwxyz}:synced"},
-		{leaseKey(k, "job:email:grace"), "cs:{op_abcdefghijklmnopqrstuvwxyz}:lease:job:email:grace"},
-		{principalOpsKey("support-agent"), "cs:{principal:support-agent}:ops"},
-		{idemKey("p", "k1"), "cs:idem:{50aaac5807fbe3f47eec09595bf6aaa9}"},
-		{streamKey(), "cs:{queue}:stream"},
-		{timersKey(), "cs:{queue}:timers"},
+		{tag, "{s15.42}"},
+		{opKey(tag, k), "cs:{s15.42}:o:op_abcdefghijklmnopqrstuvwxyz"},
+		{eventsKey(tag, k), "cs:{s15.42}:e:op_abcdefghijklmnopqrstuvwxyz"},
+		{leaseKey(tag, k, "job:email:grace"), "cs:{s15.42}:l:op_abcdefghijklmnopqrstuvwxyz:job:email:grace"},
+		{countersKey(tag, p), "cs:{s15.42}:p:support-agent"},
+		{indexKey(tag, p), "cs:{s15.42}:pi:support-agent"},
+		{idemKey(tag, p, "k1"), "cs:{s15.42}:ik:aa1784e8784656c29c6e0b1e320a3a79"},
+		{streamKey(tag), "cs:{s15.42}:q"},
+		{timersKey(tag), "cs:{s15.42}:t"},
+		{dueKey(tag), "cs:{s15.42}:d"},
+		{executingKey(tag), "cs:{s15.42}:x"},
+		{goneKey(tag), "cs:{s15.42}:g"},
+		{metaKey, "cs:meta"},
 		{changesChannel, "cs:changes"},
+		{passkeysKey("grace"), "cs:{a.grace}:pk"},
+		{enrolKey("grace", "ab12"), "cs:{a.grace}:en:ab12"},
+		{sessionKey("5e55"), "cs:session:{5e55}"},
+		{signinKey("57a7"), "cs:signin:{57a7}"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
@@ -27,47 +37,41 @@ func TestKeyNames(t *testing.T) {
 	}
 }
 
-// All keys of one operation must hash to one Cluster slot.
-func TestOperationKeysShareSlot(t *testing.T) {
-	keys := opKeys("op_abcdefghijklmnopqrstuvwxyz")
-	keys = append(keys, leaseKey("op_abcdefghijklmnopqrstuvwxyz", "x"))
-	want := slot(keys[0])
-	for _, k := range keys {
-		if got := slot(k); got != want {
-			t.Errorf("slot(%s) = %d, want %d", k, got, want)
-		}
-	}
-	if slot(streamKey()) != slot(timersKey()) {
-		t.Error("stream and timers must share a slot (fireScript touches both)")
-	}
-}
-
-// slot is Redis Cluster's key slot: CRC16 of the hash tag, mod 16384.
-func slot(key string) int {
-	if i := indexByte(key, '{'); i >= 0 {
-		if j := indexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for b := 0; b < 8; b++ {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
+// Every key a script touches must hash to its shard's slot.
+func TestShardKeysShareSlot(t *testing.T) {
+	sh := newShards(DefaultShards)
+	for _, p := range []string{"support-agent", "dev-agent", "a", "billing.bot-2"} {
+		tag := sh.of(p)
+		k := "op_abcdefghijklmnopqrstuvwxyz"
+		keys := append(opKeys(tag, p, k), leaseKey(tag, k, "x"), idemKey(tag, p, "x"))
+		want := slotOf(keys[0])
+		for _, key := range keys {
+			if got := slotOf(key); got != want {
+				t.Errorf("slot(%s) = %d, want %d", key, got, want)
 			}
 		}
 	}
-	return int(crc) % 16384
 }
 
-func indexByte(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
+// The shards' slots are spread evenly over the slot space, so that a
+// cluster that splits the slots in equal ranges gets equal shares.
+func TestShardsSpreadEvenly(t *testing.T) {
+	for _, n := range []int{1, 3, 16, 64} {
+		sh := newShards(n)
+		for i, tag := range sh.tags {
+			s := slotOf(tag)
+			if lo, hi := i*16384/n, (i+1)*16384/n; s < lo || s >= hi {
+				t.Errorf("n=%d: shard %d tag %s is in slot %d, want [%d,%d)", n, i, tag, s, lo, hi)
+			}
 		}
 	}
-	return -1
+}
+
+func TestSlotOf(t *testing.T) {
+	// Values from Redis's CLUSTER KEYSLOT.
+	for key, want := range map[string]int{"foo": 12182, "{user1000}.following": 3443, "bar{}baz": 8190, "{}x": 10595} {
+		if got := slotOf(key); got != want {
+			t.Errorf("slotOf(%q) = %d, want %d", key, got, want)
+		}
+	}
 }

@@ -19,13 +19,16 @@ import (
 //	h1:p1,h2:p2                               Redis Cluster
 //	redis-sentinel://[:pass@]s1:p1,s2:p2/mymaster[/db]   Sentinel
 //
-// Errors never contain the password.
+// Errors never contain the password. Timeouts are bounded (see bounded)
+// unless the URL sets them.
 func Open(raw string) (redis.UniversalClient, error) {
 	switch {
 	case strings.HasPrefix(raw, "redis-sentinel://"):
 		return openSentinel(raw)
 	case !strings.Contains(raw, "://") && strings.Contains(raw, ","):
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(raw, ",")}), nil
+		opt := &redis.ClusterOptions{Addrs: strings.Split(raw, ",")}
+		bounded(&opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout, &opt.MaxRetries, &opt.ContextTimeoutEnabled)
+		return newCluster(opt), nil
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
@@ -42,13 +45,63 @@ func Open(raw string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redis cluster URL %q: %s", redact(raw), scrub(err, u))
 		}
-		return redis.NewClusterClient(opt), nil
+		bounded(&opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout, &opt.MaxRetries, &opt.ContextTimeoutEnabled)
+		return newCluster(opt), nil
 	}
 	opt, err := redis.ParseURL(raw)
 	if err != nil {
 		return nil, fmt.Errorf("redis URL %q: %s", redact(raw), scrub(err, u))
 	}
+	bounded(&opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout, &opt.MaxRetries, &opt.ContextTimeoutEnabled)
 	return redis.NewClient(opt), nil
+}
+
+// clusterReload is how often a cluster client re-reads the slot map while
+// it is in use. go-redis re-reads it on MOVED (a coordinated failover, a
+// resharding) but not when a master dies: it keeps dialing the dead
+// address until the map is older than this (go-redis's default, 60 s, left
+// every shard of a killed master unavailable for up to a minute after its
+// replica was promoted). One CLUSTER SLOTS every 2 s costs nothing.
+const clusterReload = 2 * time.Second
+
+func newCluster(opt *redis.ClusterOptions) *redis.ClusterClient {
+	if opt.ClusterStateReloadInterval == 0 {
+		opt.ClusterStateReloadInterval = clusterReload
+	}
+	return redis.NewClusterClient(opt)
+}
+
+// Timeouts of every client: while Redis is unreachable or stalled, a
+// command fails within about a second and is retried once, so a request
+// answers 503 unavailable well within 5 s rather than after go-redis's
+// defaults (5 s to dial, 3 s to read, three retries); each request's
+// deadline (web, mcpserver) bounds the whole of its calls. Blocking commands
+// (XREADGROUP BLOCK) get their block time on top (go-redis does that).
+const (
+	dialTimeout  = time.Second
+	readTimeout  = time.Second
+	writeTimeout = time.Second
+	poolTimeout  = 1500 * time.Millisecond
+	maxRetries   = 1
+)
+
+// bounded sets the timeouts and retries that the URL left unset (zero),
+// and makes the client honour its callers' context deadlines (go-redis
+// ignores them by default, so a request's deadline would not cut a
+// pipeline short).
+func bounded(dial, read, write, pool *time.Duration, retries *int, ctxTimeouts *bool) {
+	*ctxTimeouts = true
+	for _, d := range []struct {
+		p *time.Duration
+		v time.Duration
+	}{{dial, dialTimeout}, {read, readTimeout}, {write, writeTimeout}, {pool, poolTimeout}} {
+		if *d.p == 0 {
+			*d.p = d.v
+		}
+	}
+	if *retries == 0 {
+		*retries = maxRetries
+	}
 }
 
 func openSentinel(raw string) (redis.UniversalClient, error) {
@@ -61,6 +114,7 @@ func openSentinel(raw string) (redis.UniversalClient, error) {
 		return nil, fmt.Errorf("sentinel URL %q: name the master: redis-sentinel://host:port/mymaster", redact(raw))
 	}
 	opt := &redis.FailoverOptions{MasterName: parts[0], SentinelAddrs: strings.Split(u.Host, ",")}
+	bounded(&opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout, &opt.MaxRetries, &opt.ContextTimeoutEnabled)
 	if len(parts) > 1 {
 		if opt.DB, err = strconv.Atoi(parts[1]); err != nil {
 			return nil, fmt.Errorf("sentinel URL %q: database must be a number", redact(raw))

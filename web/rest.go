@@ -2,7 +2,6 @@ package web
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -16,7 +15,8 @@ import (
 
 const principalLocal = "principal"
 
-// authenticate checks the bearer API key and the principal's rate limit.
+// authenticate checks the bearer API key. (The service counts every call
+// against the principal's rate, in the same store round trip as the call.)
 func (s *Server) authenticate(c *fiber.Ctx) error {
 	auth := c.Get(fiber.HeaderAuthorization)
 	key, ok := strings.CutPrefix(auth, "Bearer ")
@@ -27,31 +27,13 @@ func (s *Server) authenticate(c *fiber.Ctx) error {
 	p, err := s.svc.Authenticate(strings.TrimSpace(key))
 	if err != nil {
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="countersign"`)
-		return err
-	}
-	if s.cfg.Limiter != nil {
-		if err := CheckRate(c.UserContext(), s.cfg.Limiter, p, s.cfg.APIRate); err != nil {
-			return err
+		if _, oerr := s.svc.AuthenticateOperator(strings.TrimSpace(key)); oerr == nil {
+			return approval.Errorf(approval.CodeUnauthenticated, "this is an operator key; it works on the admin API (/v1/admin) only, and agents use their own API key")
 		}
+		return err
 	}
 	c.Locals(principalLocal, p)
 	return c.Next()
-}
-
-// CheckRate counts one request of p against its budget of perMinute
-// requests a minute, shared by REST and MCP and by all replicas. Returns
-// rate_limited (with details.retry_after_seconds) when over budget.
-func CheckRate(ctx context.Context, l Limiter, p *approval.Principal, perMinute int) error {
-	ok, wait, err := l.Allow(ctx, "api:"+p.ID, perMinute, time.Minute)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		secs := int(wait.Seconds()) + 1
-		return approval.Errorf(approval.CodeRateLimited, "more than %d requests a minute; retry in %d s", perMinute, secs).
-			WithDetails(map[string]any{"retry_after_seconds": secs})
-	}
-	return nil
 }
 
 func principal(c *fiber.Ctx) *approval.Principal {
@@ -66,6 +48,9 @@ func decodeStrict(c *fiber.Ctx, v any) error {
 	body := c.Body()
 	if len(bytes.TrimSpace(body)) == 0 {
 		return approval.Errorf(approval.CodeInvalidInput, "request body is empty; send a JSON object")
+	}
+	if err := approval.CheckJSONDepth(body, ""); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -93,7 +78,7 @@ func (s *Server) view(op *approval.Operation) approval.View {
 func (s *Server) prepare(c *fiber.Ctx) error {
 	var req approval.PrepareCall
 	if err := decodeStrict(c, &req); err != nil {
-		return err
+		return s.svc.Refused(c.UserContext(), principal(c), err)
 	}
 	if h := c.Get("Idempotency-Key"); h != "" {
 		if req.IdempotencyKey != "" && req.IdempotencyKey != h {
@@ -179,4 +164,39 @@ func (s *Server) events(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(fiber.Map{"events": evs})
+}
+
+// allowanceCall is the body of POST /v1/allowances: the allowance's
+// input, and an optional idempotency key.
+type allowanceCall struct {
+	Action         string          `json:"action"`
+	Match          json.RawMessage `json:"match,omitempty"`
+	Budget         json.RawMessage `json:"budget"`
+	TTL            json.RawMessage `json:"ttl"`
+	Reason         string          `json:"reason"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+}
+
+// requestAllowance asks the approvers for an allowance (SPEC §10): an
+// allowance.grant operation, prepared and sent.
+func (s *Server) requestAllowance(c *fiber.Ctx) error {
+	var req allowanceCall
+	if err := decodeStrict(c, &req); err != nil {
+		return s.svc.Refused(c.UserContext(), principal(c), err)
+	}
+	input := map[string]any{"action": req.Action, "budget": req.Budget, "ttl": req.TTL, "reason": req.Reason}
+	if len(req.Match) > 0 {
+		input["match"] = req.Match
+	}
+	raw, _ := json.Marshal(input)
+	op, created, err := s.svc.RequestAllowance(c.UserContext(), principal(c), raw, req.IdempotencyKey)
+	if err != nil {
+		return err
+	}
+	status := fiber.StatusOK
+	if created {
+		status = fiber.StatusCreated
+	}
+	c.Set(fiber.HeaderLocation, "/v1/operations/"+op.Key)
+	return c.Status(status).JSON(s.view(op))
 }

@@ -12,15 +12,17 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/internal/redact"
 	"github.com/countersign/countersign/templates"
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	htmltemplate "html/template"
 )
@@ -31,15 +33,14 @@ type Limiter interface {
 	Count(ctx context.Context, bucket string) (int, time.Duration, error)
 }
 
-// DefaultAPIRate is the requests per minute a principal may make (REST and
-// MCP share the budget).
-const DefaultAPIRate = 600
-
-// Mount adds a handler that another adapter provides (Slack, MCP).
+// Mount adds a handler that another adapter provides (Slack, MCP): a
+// fiber handler, or a net/http one (HTTP), which gets the request's trace
+// and access-log context but not its store deadline (it sets its own).
 type Mount struct {
 	Method  string // "" for all methods
 	Path    string
 	Handler fiber.Handler
+	HTTP    http.Handler
 }
 
 // Config builds the HTTP edge.
@@ -50,31 +51,51 @@ type Config struct {
 	PublicURL string
 	Registry  *prometheus.Registry
 	Logger    *slog.Logger
+	// JWKS is the receipt keys' JSON Web Key Set, served at
+	// /.well-known/jwks.json (none: 404).
+	JWKS []byte
 	// DevMail, when set, serves the development mailbox at /dev/mail.
 	DevMail DevMail
 	Mounts  []Mount
 	// BodyLimit caps request bodies (default 256 KiB).
 	BodyLimit int
-	// APIRate is requests per minute per principal (default 600).
-	APIRate int
-	// LinkFailures is how many failed link attempts per client IP are
-	// allowed in ten minutes before /a/ answers 429 (default 20).
+	// LinkFailures is how many failed link attempts per client address
+	// are allowed in ten minutes before an invalid link answers 429
+	// (default 20). A valid link is always served.
 	LinkFailures int
-	// TrustedProxies, when set, are the proxies whose X-Forwarded-For
-	// gives the client IP.
+	// TrustedProxies are the CIDRs (or addresses) of the proxies whose
+	// X-Forwarded-For gives the client address
+	// (COUNTERSIGN_TRUSTED_PROXIES); default none.
 	TrustedProxies []string
+	// Tracer traces every request (default: none).
+	Tracer trace.TracerProvider
+	// RequestTimeout bounds the store calls of one request (default 4 s;
+	// a long-poll gets its wait on top), so that during a store outage
+	// every request answers 503 unavailable within 5 s.
+	RequestTimeout time.Duration
+	// SignIn and Sessions open the approver inbox (/inbox) and the
+	// operator console (/console) to people signed in through OIDC; nil:
+	// both answer that sign-in is not set up. SessionTTL is how long a
+	// sign-in lasts (default 30 minutes).
+	SignIn     SignIn
+	Sessions   Sessions
+	SessionTTL time.Duration
 }
 
 // Server is the fiber application with its dependencies.
 type Server struct {
-	cfg    Config
-	svc    *approval.Service
-	app    *fiber.App
-	pages  *htmltemplate.Template
-	log    *slog.Logger
-	origin string
-	secure bool
-	http   *prometheus.HistogramVec
+	cfg     Config
+	proxies proxies
+	svc     *approval.Service
+	app     *fiber.App
+	pages   *htmltemplate.Template
+	log     *slog.Logger
+	origin  string
+	secure  bool
+	http    *prometheus.HistogramVec
+	tracer  trace.Tracer
+	// jwksETag is the ETag of cfg.JWKS.
+	jwksETag string
 }
 
 // New builds the server and parses its templates (failing fast).
@@ -82,14 +103,26 @@ func New(cfg Config) (*Server, error) {
 	if cfg.BodyLimit == 0 {
 		cfg.BodyLimit = 256 << 10
 	}
-	if cfg.APIRate == 0 {
-		cfg.APIRate = DefaultAPIRate
-	}
 	if cfg.LinkFailures == 0 {
 		cfg.LinkFailures = 20
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.SessionTTL == 0 {
+		cfg.SessionTTL = 30 * time.Minute
+	}
+	if cfg.SignIn != nil && cfg.Sessions == nil {
+		return nil, errors.New("web: sign-in needs a session store")
+	}
+	// Whatever logger it is given, the edge logs through the redaction.
+	cfg.Logger = redact.New(cfg.Logger.Handler())
+	trusted, err := parseProxies(cfg.TrustedProxies)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
@@ -102,12 +135,17 @@ func New(cfg Config) (*Server, error) {
 	if err != nil || u.Host == "" {
 		return nil, errors.New("web: public URL must be an absolute URL")
 	}
-	s := &Server{cfg: cfg, svc: cfg.Service, pages: pages, log: cfg.Logger,
-		origin: u.Scheme + "://" + u.Host, secure: u.Scheme == "https"}
+	s := &Server{cfg: cfg, proxies: trusted, svc: cfg.Service, pages: pages, log: cfg.Logger,
+		origin: u.Scheme + "://" + u.Host, secure: u.Scheme == "https", jwksETag: jwksETag(cfg.JWKS)}
 	s.http = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "countersign_http_request_duration_seconds", Help: "HTTP requests by route and status.",
+		Name: "countersign_http_request_duration_seconds", Help: "HTTP requests by method, route pattern and response code.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 31},
-	}, []string{"method", "route", "status"})
+	}, []string{"method", "route", "code"})
+	tp := cfg.Tracer
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	s.tracer = tp.Tracer("github.com/countersign/countersign/web")
 	if err := cfg.Registry.Register(s.http); err != nil {
 		return nil, err
 	}
@@ -119,12 +157,7 @@ func New(cfg Config) (*Server, error) {
 		ReadTimeout: 40 * time.Second, WriteTimeout: 40 * time.Second, IdleTimeout: 2 * time.Minute,
 		AppName: "countersign", JSONEncoder: jsonx.Marshal,
 	}
-	if len(cfg.TrustedProxies) > 0 {
-		fc.ProxyHeader = fiber.HeaderXForwardedFor
-		fc.EnableTrustedProxyCheck = true
-		fc.TrustedProxies = cfg.TrustedProxies
-	}
-	s.app = fiber.New(fc)
+	s.app = fiber.New(fc) // c.IP() is the peer; clientAddr reads X-Forwarded-For
 	s.routes()
 	return s, nil
 }
@@ -134,13 +167,17 @@ func (s *Server) App() *fiber.App { return s.app }
 
 func (s *Server) routes() {
 	app := s.app
-	app.Use(s.observe)
+	app.Use(s.observe, s.recoverPanic, s.deadline)
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/readyz", s.ready)
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
 	app.Get("/static/countersign.css", s.stylesheet)
+	app.Get("/static/countersign.js", s.script)
+	app.Get("/.well-known/jwks.json", s.jwks)
 	app.Get("/favicon.ico", func(c *fiber.Ctx) error { return c.SendStatus(fiber.StatusNoContent) })
 
+	app.Get("/openapi.json", s.openAPI)
+	s.adminRoutes() // before the agents' /v1 group (see adminRoutes)
 	api := app.Group("/v1", s.limitBody, s.authenticate)
 	api.Post("/operations", s.prepare)
 	api.Get("/operations", s.list)
@@ -149,48 +186,38 @@ func (s *Server) routes() {
 	api.Post("/operations/:key/cancel", s.cancel)
 	api.Post("/operations/:key/undo", s.undo)
 	api.Get("/operations/:key/events", s.events)
+	api.Post("/allowances", s.requestAllowance)
 	api.All("/*", func(c *fiber.Ctx) error {
 		return approval.Errorf(approval.CodeNotFound, "no such endpoint %s %s", c.Method(), c.Path())
 	})
 
-	links := app.Group("/a", s.pageHeaders, s.linkRateLimit)
+	links := app.Group("/a", s.pageHeaders)
 	links.Get("/:token", s.openLink)
 	links.Post("/:token", s.decideLink)
+	links.Post("/:token/edit", s.editLink)
+	links.Post("/:token/revoke", s.revokeLink)
+	s.signedInRoutes()
 
 	if s.cfg.DevMail != nil {
 		app.Get("/dev/mail", s.devMailList)
 		app.Get("/dev/mail/:id", s.devMailShow)
 	}
 	for _, m := range s.cfg.Mounts {
+		h := m.Handler
+		if m.HTTP != nil {
+			h = bridge(m.HTTP)
+		}
 		if m.Method == "" {
-			app.All(m.Path, m.Handler)
+			app.All(m.Path, h)
 		} else {
-			app.Add(m.Method, m.Path, m.Handler)
+			app.Add(m.Method, m.Path, h)
 		}
 	}
 	app.Get("/", func(c *fiber.Ctx) error {
-		return c.Type("txt").SendString("countersign: agents propose, humans countersign.\nAPI: /v1/operations  health: /healthz  metrics: /metrics\n")
+		return c.Type("txt").SendString("countersign: agents propose, humans countersign.\n" +
+			"API: /v1/operations (OpenAPI: /openapi.json)  MCP: /mcp  health: /healthz  metrics: /metrics\n" +
+			"Agents authenticate with Authorization: Bearer <api key>; an operator issues keys with countersign keygen.\n")
 	})
-}
-
-// observe records request durations by route pattern (low cardinality).
-func (s *Server) observe(c *fiber.Ctx) error {
-	start := time.Now()
-	err := c.Next()
-	status := c.Response().StatusCode()
-	if err != nil {
-		var fe *fiber.Error
-		if errors.As(err, &fe) {
-			status = fe.Code
-		} else if e := (*approval.Error)(nil); errors.As(err, &e) {
-			status = httpStatus(e.Code)
-		} else {
-			status = 500
-		}
-	}
-	s.http.WithLabelValues(strings.Clone(c.Method()), strings.Clone(c.Route().Path), strconv.Itoa(status)).
-		Observe(time.Since(start).Seconds())
-	return err
 }
 
 // limitBody answers payload_too_large for bodies over the limit.
@@ -229,7 +256,7 @@ func httpStatus(code approval.Code) int {
 		return http.StatusRequestEntityTooLarge
 	case approval.CodeIdempotencyKeyReused, approval.CodePolicyDenied, approval.CodeNoRoute:
 		return http.StatusUnprocessableEntity
-	case approval.CodeRateLimited:
+	case approval.CodeRateLimited, approval.CodeQuotaExceeded:
 		return http.StatusTooManyRequests
 	case approval.CodeWritesDisabled, approval.CodeUnavailable:
 		return http.StatusServiceUnavailable
@@ -268,7 +295,8 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 			c.Set(fiber.HeaderRetryAfter, toString(ra))
 		}
 	}
-	if strings.HasPrefix(c.Path(), "/a/") {
+	if isPage(c) {
+		setPageHeaders(c)
 		return s.problemPage(c, status, "Something went wrong", e.Message)
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")

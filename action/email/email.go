@@ -8,7 +8,10 @@ package email
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,6 +45,11 @@ type Limits struct {
 	// elsewhere count as external for routing (the attribute
 	// external_recipients). The sender's domain is always internal.
 	InternalDomains []string
+	// MaxAttachments and MaxAttachmentBytes (decoded, all files together)
+	// bound attachments; 0 means DefaultMaxAttachments and
+	// DefaultMaxAttachmentBytes, and neither may pass the hard limits.
+	MaxAttachments     int
+	MaxAttachmentBytes int
 }
 
 // Action implements email.send.
@@ -53,6 +61,7 @@ type Action struct {
 	suffix   []string // ".client.example" for "*.client.example"
 	limited  bool
 	internal map[string]bool
+	attach   attachLimits
 }
 
 var _ approval.Action = (*Action)(nil)
@@ -74,8 +83,15 @@ func New(sender mailer.Sender, from mail.Address, limits Limits) (*Action, error
 	if limits.MaxRecipients < 0 {
 		return nil, errors.New("email.send: max_recipients must not be negative")
 	}
+	al := attachLimits{count: cmp.Or(limits.MaxAttachments, DefaultMaxAttachments), bytes: cmp.Or(limits.MaxAttachmentBytes, DefaultMaxAttachmentBytes)}
+	if al.count < 0 || al.count > HardMaxAttachments {
+		return nil, fmt.Errorf("email.send: max_attachments must be between 0 and %d", HardMaxAttachments)
+	}
+	if al.bytes < 0 || al.bytes > HardMaxAttachmentBytes {
+		return nil, fmt.Errorf("email.send: max_attachment_bytes must be at most %d (20 MiB)", HardMaxAttachmentBytes)
+	}
 	a := &Action{sender: sender, from: f, max: limits.MaxRecipients, exact: map[string]bool{},
-		limited: len(limits.AllowedDomains) > 0, internal: map[string]bool{f.domain(): true}}
+		limited: len(limits.AllowedDomains) > 0, internal: map[string]bool{f.domain(): true}, attach: al}
 	for _, d := range limits.InternalDomains {
 		n, err := normalizeDomain(d)
 		if err != nil {
@@ -122,7 +138,7 @@ func (a *Action) Prepare(_ context.Context, req approval.PrepareRequest) (*appro
 }
 
 // attrs are the facts routes may match on: how many recipients, which
-// domains, and how many are outside the organisation, so that a route can
+// domains (of the recipients and of Reply-To), and how many are outside the organisation, so that a route can
 // send external email to a stricter set of approvers
 // (when: [{attr: external_recipients, gt: 0}]).
 func (a *Action) attrs(in *Input) map[string]string {
@@ -140,10 +156,15 @@ func (a *Action) attrs(in *Input) map[string]string {
 			domains = append(domains, d)
 		}
 	}
+	// Where answers go counts as a domain the email reaches: a route or an
+	// allowance bounding domains bounds Reply-To too.
+	if r := in.ReplyTo; r != nil && !seen[r.domain()] {
+		domains = append(domains, r.domain())
+	}
 	slices.Sort(domains)
 	return map[string]string{
 		"action": Name, "recipients": strconv.Itoa(len(rcpts)), "domains": strings.Join(domains, ","),
-		"external_recipients": strconv.Itoa(external),
+		"external_recipients": strconv.Itoa(external), "attachments": strconv.Itoa(len(in.Attachments)),
 	}
 }
 
@@ -153,6 +174,16 @@ func (a *Action) checkPolicy(in *Input) error {
 		e := approval.PolicyDenied("max_recipients", "%d recipients; this service allows at most %d per email", len(rcpts), a.max)
 		e.Details["max"] = a.max
 		e.Details["count"] = len(rcpts)
+		return e
+	}
+	if n := len(in.Attachments); n > a.attach.count {
+		e := approval.PolicyDenied("max_attachments", "%d attachments; this service allows at most %d per email", n, a.attach.count)
+		e.Details["max"], e.Details["count"] = a.attach.count, n
+		return e
+	}
+	if n := attachmentBytes(in.Attachments); n > a.attach.bytes {
+		e := approval.PolicyDenied("max_attachment_bytes", "attachments are %d bytes together (decoded); this service allows at most %d", n, a.attach.bytes)
+		e.Details["max"], e.Details["bytes"] = a.attach.bytes, n
 		return e
 	}
 	if !a.limited {
@@ -184,6 +215,33 @@ func (a *Action) allowed(domain string) bool {
 	return false
 }
 
+// Preview renders a stored input again (approval.Previewer): the preview
+// is a function of the normalized input alone, so operations are kept
+// without a second copy of the message in their preview.
+func (a *Action) Preview(input json.RawMessage) (approval.Preview, error) {
+	in, err := stored(input)
+	if err != nil {
+		return approval.Preview{}, err
+	}
+	return preview(&in), nil
+}
+
+var _ approval.Previewer = (*Action)(nil)
+
+// stored reads a normalized input as Prepare stored it.
+func stored(raw json.RawMessage) (Input, error) {
+	var in Input
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return Input{}, err
+	}
+	if len(in.recipients()) == 0 || in.From.Address == "" {
+		return Input{}, errors.New("email.send: stored input without sender or recipients")
+	}
+	return in, nil
+}
+
 // Result is what a sent email records on its operation.
 type Result struct {
 	MessageID string   `json:"message_id"`
@@ -191,25 +249,35 @@ type Result struct {
 }
 
 // MessageID is the Message-ID (without angle brackets) of the email an
-// operation sends. It is derived from the operation key alone, so a
-// manual retry of an operation whose outcome was unknown carries the same
-// id and mail systems can recognise the duplicate.
-func MessageID(opKey string) string { return opKey + "@countersign" }
+// operation sends: the operation key at the sender's domain (the domain of
+// the stored From). It depends on the stored operation alone, so a manual
+// retry of an operation whose outcome was unknown carries the same id and
+// mail systems can recognise the duplicate.
+func MessageID(opKey, senderDomain string) string { return opKey + "@" + senderDomain }
 
-// Execute sends the stored normalized input of op, and nothing else.
+// Execute sends the stored normalized input of op, and nothing else, with
+// the operation's receipt in the Countersign-Receipt header.
 // Failures are *approval.ExecError with code execution_failed; their
 // OutcomeUnknown is true only when the email may have gone out.
 func (a *Action) Execute(ctx context.Context, op *approval.Operation) (json.RawMessage, error) {
 	if !approval.ValidOperationKey(op.Key) {
 		return nil, &approval.ExecError{Code: approval.CodeExecutionFailed, Message: "invalid operation key; nothing was sent"}
 	}
-	var in Input
-	dec := json.NewDecoder(strings.NewReader(string(op.Input)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil || len(in.recipients()) == 0 || in.From.Address == "" {
+	in, err := stored(op.Input)
+	if err != nil {
 		return nil, &approval.ExecError{Code: approval.CodeExecutionFailed, Message: "the stored email input is unreadable; nothing was sent"}
 	}
-	m := message(&in, op.Key)
+	m, err := message(&in, op.Key)
+	if err != nil {
+		return nil, &approval.ExecError{Code: approval.CodeExecutionFailed, Message: "the stored email input is unreadable (" + err.Error() + "); nothing was sent"}
+	}
+	tok, err := approval.CountersignerFrom(ctx).Mint(approval.ReceiptRequest{Audience: ReceiptAudience})
+	if err != nil {
+		return nil, &approval.ExecError{Code: approval.CodeExecutionFailed, Message: "could not sign the receipt; nothing was sent"}
+	}
+	if tok != "" {
+		m.Headers[ReceiptHeader] = foldToken(tok)
+	}
 	accepted, err := a.sender.Send(ctx, m)
 	if err != nil {
 		e := &approval.ExecError{Code: approval.CodeExecutionFailed, OutcomeUnknown: mailer.OutcomeUnknown(err),
@@ -229,15 +297,47 @@ func (a *Action) Execute(ctx context.Context, op *approval.Operation) (json.RawM
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false) // keep "<op_…@countersign>" readable
+	enc.SetEscapeHTML(false) // keep "<op_…@example.com>" readable
 	if err := enc.Encode(Result{MessageID: "<" + m.MessageID + ">", Accepted: accepted}); err != nil {
 		return nil, err // unreachable; a foreign error is recorded as outcome unknown, true here
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-// message builds the email of in for operation opKey.
-func message(in *Input, opKey string) *mailer.Message {
+// Receipts (SPEC §9): every message carries the operation's receipt.
+const (
+	ReceiptHeader   = "Countersign-Receipt"
+	ReceiptAudience = "email"
+)
+
+// foldToken puts a space every 64 characters of a receipt, where the
+// message writer folds the header onto lines of its own: a whole receipt
+// on one line may pass the 998-character limit of a header line. A JWS
+// has no whitespace, so a verifier removes it (receipt.Verify does).
+func foldToken(tok string) string {
+	var b strings.Builder
+	for len(tok) > 64 {
+		b.WriteString(tok[:64])
+		b.WriteByte(' ')
+		tok = tok[64:]
+	}
+	b.WriteString(tok)
+	return b.String()
+}
+
+// message builds the email of in for operation opKey: the stored input,
+// attachments decoded from their stored base64 and checked against their
+// approved SHA-256.
+func message(in *Input, opKey string) (*mailer.Message, error) {
+	var attachments []mailer.Attachment
+	for _, at := range in.Attachments {
+		data, err := at.decoded()
+		sum := sha256.Sum256(data)
+		if err != nil || hex.EncodeToString(sum[:]) != at.SHA256 || len(data) != at.Size {
+			return nil, fmt.Errorf("attachment %d does not match its approved SHA-256", len(attachments))
+		}
+		attachments = append(attachments, mailer.Attachment{Name: at.Name, ContentType: at.ContentType, Data: data})
+	}
 	conv := func(l []Address) []mail.Address {
 		var out []mail.Address
 		for _, a := range l {
@@ -246,19 +346,20 @@ func message(in *Input, opKey string) *mailer.Message {
 		return out
 	}
 	m := &mailer.Message{
-		From:      in.From.mail(),
-		To:        conv(in.To),
-		Cc:        conv(in.Cc),
-		Bcc:       conv(in.Bcc),
-		Subject:   in.Subject,
-		Text:      in.Text,
-		HTML:      in.HTML,
-		MessageID: MessageID(opKey),
-		Headers:   map[string]string{"X-Countersign-Operation": opKey},
+		From:        in.From.mail(),
+		Attachments: attachments,
+		To:          conv(in.To),
+		Cc:          conv(in.Cc),
+		Bcc:         conv(in.Bcc),
+		Subject:     in.Subject,
+		Text:        in.Text,
+		HTML:        in.HTML,
+		MessageID:   MessageID(opKey, in.From.domain()),
+		Headers:     map[string]string{"X-Countersign-Operation": opKey},
 	}
 	if in.ReplyTo != nil {
 		r := in.ReplyTo.mail()
 		m.ReplyTo = &r
 	}
-	return m
+	return m, nil
 }

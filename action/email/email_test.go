@@ -168,7 +168,7 @@ func TestNormalizeRejects(t *testing.T) {
 		{"two objects", `{} {}`, []string{"input"}},
 		{"empty object", `{}`, []string{"to", "subject", "text"}},
 		{"no recipients", `{"to":[],"cc":[],"bcc":[],"subject":"S","text":"t"}`, []string{"to"}},
-		{"unknown field", `{"to":["a@client.example"],"subject":"S","text":"t","attachments":[]}`, []string{"attachments"}},
+		{"unknown field", `{"to":["a@client.example"],"subject":"S","text":"t","priority":"high"}`, []string{"priority"}},
 		{"from is not agent input", `{"from":"ceo@corp.example","to":["a@client.example"],"subject":"S","text":"t"}`, []string{"from"}},
 		{"to is a string", `{"to":"a@client.example","subject":"S","text":"t"}`, []string{"to"}},
 		{"subject is a number", `{"to":["a@client.example"],"subject":3,"text":"t"}`, []string{"subject"}},
@@ -364,7 +364,7 @@ func TestPreview(t *testing.T) {
 	if got, want := pv.Title, "Send an email to ann@client.example and 3 others"; got != want {
 		t.Errorf("Title = %q, want %q", got, want)
 	}
-	if got, want := pv.Summary, `Email "Quarterly report" from agent@corp.example to 4 recipients (2 to, 1 cc, 1 bcc).`; got != want {
+	if got, want := pv.Summary, `Email “Quarterly report” from agent@corp.example to 4 recipients (2 to, 1 cc, 1 bcc).`; got != want {
 		t.Errorf("Summary = %q, want %q", got, want)
 	}
 	want := []approval.Field{
@@ -375,7 +375,7 @@ func TestPreview(t *testing.T) {
 		{Name: "reply_to", Label: "Reply-To", Value: "help@corp.example"},
 		{Name: "subject", Label: "Subject", Value: "Quarterly report"},
 		{Name: "text", Label: "Text", Value: "Hi all\n", Long: true},
-		{Name: "html", Label: "HTML source", Value: "<p>Hi all</p>\n", Long: true},
+		{Name: "html", Label: "HTML part", Value: "<p>Hi all</p>\n", Long: true, Format: approval.FormatHTML},
 	}
 	if !reflect.DeepEqual(pv.Fields, want) {
 		t.Errorf("Fields\n got %+v\nwant %+v", pv.Fields, want)
@@ -427,5 +427,27 @@ func TestRouteAttributes(t *testing.T) {
 		if got := p.Attrs[k]; got != v {
 			t.Errorf("attr %s = %q, want %q", k, got, v)
 		}
+	}
+}
+
+// domains covers where answers go too: an allowance for "emails to
+// people at client.example" (domains ⊆ [client.example]), which no human
+// reads before they go, must not approve one whose Reply-To sends the
+// recipients' answers to another domain.
+func TestRouteAttributeDomainsCoversReplyTo(t *testing.T) {
+	a, err := email.New(mailer.NewDevMailbox(1), mail.Address{Address: "agent@corp.example"}, email.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.Prepare(context.Background(), approval.PrepareRequest{Input: json.RawMessage(
+		`{"to":["ada@client.example"],"reply_to":"Billing <billing@Evil.Example>","subject":"s","text":"t"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := p.Attrs["domains"], "client.example,evil.example"; got != want {
+		t.Errorf("attr domains = %q, want %q", got, want)
+	}
+	if got, want := p.Attrs["recipients"], "1"; got != want {
+		t.Errorf("attr recipients = %q, want %q", got, want)
 	}
 }

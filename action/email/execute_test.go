@@ -87,7 +87,7 @@ func TestExecuteSendsThePreview(t *testing.T) {
 		{"text", parsed.Text, field(pv, "text")},
 		{"html", parsed.HTML, field(pv, "html")},
 		{"subject", parsed.Subject, field(pv, "subject")},
-		{"Message-ID", parsed.Header.Get("Message-Id"), "<" + op.Key + "@countersign>"},
+		{"Message-ID", parsed.Header.Get("Message-Id"), "<" + op.Key + "@corp.example>"},
 		{"X-Countersign-Operation", parsed.Header.Get("X-Countersign-Operation"), op.Key},
 		{"Bcc header", parsed.Header.Get("Bcc"), ""},
 	}
@@ -114,7 +114,7 @@ func TestExecuteSendsThePreview(t *testing.T) {
 	if err := json.Unmarshal(res, &result); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := string(res), `{"message_id":"<`+op.Key+`@countersign>","accepted":["ann@client.example","jane@xn--bcher-kva.example","audit@corp.example"]}`; got != want {
+	if got, want := string(res), `{"message_id":"<`+op.Key+`@corp.example>","accepted":["ann@client.example","jane@xn--bcher-kva.example","audit@corp.example"]}`; got != want {
 		t.Errorf("result = %s, want %s", got, want)
 	}
 
@@ -280,7 +280,7 @@ func TestExecuteIntoDevMailbox(t *testing.T) {
 	if got, want := parsed.HTML, field(p.Preview, "html"); got != want {
 		t.Errorf("html = %q, want %q", got, want)
 	}
-	if !strings.Contains(string(res), op.Key+"@countersign") {
+	if !strings.Contains(string(res), op.Key+"@corp.example") {
 		t.Errorf("result %s lacks the message id", res)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/mail"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -36,6 +37,8 @@ type Input struct {
 	// Text and HTML use "\n" line ends and end with one.
 	Text string `json:"text"`
 	HTML string `json:"html,omitempty"`
+	// Attachments are sent in this order, exactly as stored.
+	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
 // Address is one normalized address: the display name as given (trimmed)
@@ -45,16 +48,27 @@ type Address struct {
 	Address string `json:"address"`
 }
 
-// String shows the address the way people write it: Name <a@b.example>.
+// String shows the address in its wire form, the way it is written in
+// the message's header (display names decoded): Name <a@b.example>, the
+// name quoted when it holds specials, a local part quoted when it is not
+// a plain dot-atom (prepare accepts none of those, but a stored one is
+// shown as the server would see it: "a@b"@evil.example, never a@b@evil.example).
 func (a Address) String() string {
+	addr := wireAddress(a.Address)
 	if a.Name == "" {
-		return a.Address
+		return addr
 	}
-	name := a.Name
-	if strings.ContainsAny(name, `()<>[]:;@\,."`) {
-		name = `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(name) + `"`
+	plain := a.Name + " <" + addr + ">"
+	if p, err := mail.ParseAddress(plain); err == nil && p.Name == a.Name && !strings.Contains(a.Name, "=?") &&
+		!strings.ContainsAny(a.Name, `()<>[]:;@\,."`) {
+		return plain
 	}
-	return name + " <" + a.Address + ">"
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(a.Name) + `" <` + addr + ">"
+}
+
+// wireAddress is local@domain as SMTP and the header carry it.
+func wireAddress(addr string) string {
+	return strings.TrimSuffix(strings.TrimPrefix((&mail.Address{Address: addr}).String(), "<"), ">")
 }
 
 func (a Address) mail() mail.Address { return mail.Address{Name: a.Name, Address: a.Address} }
@@ -70,9 +84,11 @@ type rawInput struct {
 	Text    string   `json:"text"`
 	HTML    string   `json:"html"`
 	ReplyTo string   `json:"reply_to"`
+	// Attachments: [{name, content_type, content_base64}].
+	Attachments []rawAttachment `json:"attachments"`
 }
 
-var knownFields = []string{"to", "cc", "bcc", "subject", "text", "html", "reply_to"}
+var knownFields = []string{"to", "cc", "bcc", "subject", "text", "html", "reply_to", "attachments"}
 
 // decode reads the agent's JSON, reporting unknown fields and wrong types
 // field by field rather than stopping at the first. It returns the fields
@@ -81,6 +97,10 @@ func decode(raw json.RawMessage, fe *approval.FieldErrors) (rawInput, map[string
 	var in rawInput
 	bad := map[string]bool{}
 	var obj map[string]json.RawMessage
+	if err := approval.CheckJSONDepth(raw, ""); err != nil {
+		*fe = append(*fe, err.(*approval.Error).Details["fields"].([]approval.FieldError)...)
+		return in, bad
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&obj); err != nil || obj == nil {
 		fe.Add("input", "must be a JSON object")
@@ -113,6 +133,10 @@ func decode(raw json.RawMessage, fe *approval.FieldErrors) (rawInput, map[string
 			err = json.Unmarshal(v, &in.HTML)
 		case "reply_to":
 			err = json.Unmarshal(v, &in.ReplyTo)
+		case "attachments":
+			dec := json.NewDecoder(bytes.NewReader(v))
+			dec.DisallowUnknownFields()
+			err = dec.Decode(&in.Attachments)
 		default:
 			fe.Add(k, "unknown field; known fields are %s", strings.Join(knownFields, ", "))
 			continue
@@ -121,6 +145,8 @@ func decode(raw json.RawMessage, fe *approval.FieldErrors) (rawInput, map[string
 			bad[k] = true
 			if k == "to" || k == "cc" || k == "bcc" {
 				fe.Add(k, "must be a list of strings")
+			} else if k == "attachments" {
+				fe.Add(k, "must be a list of {name, content_type, content_base64} objects (strings)")
 			} else {
 				fe.Add(k, "must be a string")
 			}
@@ -208,6 +234,7 @@ func normalize(raw json.RawMessage, from Address) (Input, approval.FieldErrors) 
 			fe.Add("html", "must not contain NUL characters")
 		}
 	}
+	out.Attachments = normalizeAttachments(in.Attachments, &fe)
 	if n := len(out.Text) + len(out.HTML); n > MaxBodyBytes {
 		field := "text"
 		if out.HTML != "" {
@@ -241,6 +268,8 @@ func parseAddress(s string) (Address, string) {
 	switch {
 	case s == "":
 		return Address{}, "is empty"
+	case !utf8.ValidString(s):
+		return Address{}, "is not valid UTF-8"
 	case len(s) > maxAddressBytes:
 		return Address{}, fmt.Sprintf("is longer than %d bytes", maxAddressBytes)
 	}
@@ -250,22 +279,46 @@ func parseAddress(s string) (Address, string) {
 	}
 	// ParseAddress decodes RFC 2047 names, which can smuggle line breaks.
 	name := strings.TrimSpace(p.Name)
-	if strings.IndexFunc(name, unicode.IsControl) >= 0 {
+	if strings.IndexFunc(name, unicode.IsControl) >= 0 || !utf8.ValidString(name) {
 		return Address{}, "display name must not contain line breaks or control characters"
 	}
 	at := strings.LastIndexByte(p.Address, '@')
 	local, domain := p.Address[:at], p.Address[at+1:]
+	wire := wireAddress(p.Address)
 	switch {
 	case !isASCII(local):
-		return Address{}, fmt.Sprintf("%q: non-ASCII local parts are not supported", p.Address)
+		return Address{}, fmt.Sprintf("%q: non-ASCII local parts are not supported", wire)
+	case !dotAtom.MatchString(local):
+		// A quoted local part ("ada@client.example"@evil.io) reads as
+		// another address and is refused by many servers: accept only what
+		// every server takes and every person reads the same way.
+		return Address{}, fmt.Sprintf("%s: the part before the last @ must be letters, digits and .!#$%%&'*+/=?^_`{|}~- "+
+			"(quoted local parts are not accepted)", wire)
 	case len(local) > maxLocalBytes:
 		return Address{}, fmt.Sprintf("%q: the part before @ is longer than %d characters", p.Address, maxLocalBytes)
 	}
 	d, derr := normalizeDomain(domain)
 	if derr != nil {
-		return Address{}, fmt.Sprintf("%q: %v", p.Address, derr)
+		return Address{}, fmt.Sprintf("%q: %v", wire, derr)
 	}
-	return Address{Name: name, Address: local + "@" + d}, ""
+	a := Address{Name: name, Address: local + "@" + d}
+	if !survives(a) {
+		return Address{}, fmt.Sprintf("%s: the display name would not reach the recipient as written; write it plainly", a.Address)
+	}
+	return a, ""
+}
+
+// dotAtom is RFC 5322's dot-atom of atext: the local parts that need no
+// quoting anywhere.
+var dotAtom = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*$")
+
+// survives reports whether a is written in a header (as go-mail writes
+// it, net/mail's form) and read back by a recipient unchanged: prepare
+// accepts only addresses that the sender sends exactly as shown.
+func survives(a Address) bool {
+	m := a.mail()
+	back, err := mail.ParseAddress(m.String())
+	return err == nil && back.Name == a.Name && back.Address == a.Address
 }
 
 // dedupeKey treats local parts case-insensitively: RFC 5321 allows

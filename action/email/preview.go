@@ -45,7 +45,10 @@ func preview(in *Input) approval.Preview {
 	add("subject", "Subject", in.Subject, false)
 	add("text", "Text", in.Text, true)
 	if in.HTML != "" {
-		add("html", "HTML source", in.HTML, true)
+		p.Fields = append(p.Fields, approval.Field{Name: "html", Label: "HTML part", Value: in.HTML, Long: true, Format: approval.FormatHTML})
+	}
+	for i, a := range in.Attachments {
+		p.Fields = append(p.Fields, attachmentField(i, a))
 	}
 	p.Warnings = warnings(in)
 	return p
@@ -66,7 +69,11 @@ func summary(in *Input) string {
 			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.label))
 		}
 	}
-	return fmt.Sprintf("Email %q from %s to %d recipient%s (%s).", subject, in.From.Address, n, plural(n), strings.Join(parts, ", "))
+	files := ""
+	if k := len(in.Attachments); k > 0 {
+		files = fmt.Sprintf(", with %d attachment%s", k, plural(k))
+	}
+	return fmt.Sprintf("Email “%s” from %s to %d recipient%s (%s)%s.", subject, in.From.Address, n, plural(n), strings.Join(parts, ", "), files)
 }
 
 // warnings: "irreversible" first (a stable token clients may match), then
@@ -90,10 +97,29 @@ func warnings(in *Input) []string {
 	if len(external) > 0 && strings.Contains(own, ".") {
 		w = append(w, fmt.Sprintf("Recipients outside %s: %s.", own, list(external)))
 	}
+	// The recipients read From, but their answers go to Reply-To.
+	if r := in.ReplyTo; r != nil {
+		if d := r.domain(); d != own && !strings.HasSuffix(d, "."+own) {
+			w = append(w, fmt.Sprintf("Replies go to %s, outside %s: recipients who answer write to that address, not to %s.",
+				r.Address, own, in.From.Address))
+		}
+	}
+	var named []string
+	for _, r := range in.recipients() {
+		if strings.ContainsAny(r.Name, "@<>") {
+			named = append(named, r.String())
+		}
+	}
+	if in.ReplyTo != nil && strings.ContainsAny(in.ReplyTo.Name, "@<>") {
+		named = append(named, in.ReplyTo.String())
+	}
+	if len(named) > 0 {
+		w = append(w, fmt.Sprintf("A display name looks like an address; the mail goes to the address in angle brackets: %s.", list(named)))
+	}
 	if len(idn) > 0 {
 		w = append(w, fmt.Sprintf("Internationalized domain shown in its ASCII form; check it is the one you expect: %s.", list(idn)))
 	}
-	return w
+	return append(w, attachmentWarnings(in.Attachments)...)
 }
 
 func addresses(l []Address) []string {

@@ -9,68 +9,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"net/netip"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/countersign/countersign/internal/netguard"
 )
-
-// privateAddrError is a dial refused because the address is not public.
-type privateAddrError struct{ addr netip.Addr }
-
-func (e *privateAddrError) Error() string {
-	return "refusing to connect to non-public address " + e.addr.String()
-}
-
-// Ranges that are not the public internet, beyond what netip reports as
-// loopback, private, link-local, multicast or unspecified.
-var nonPublic = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),       // "this network"
-	netip.MustParsePrefix("100.64.0.0/10"),   // carrier-grade NAT
-	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
-	netip.MustParsePrefix("192.0.2.0/24"),    // documentation
-	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
-	netip.MustParsePrefix("198.51.100.0/24"), // documentation
-	netip.MustParsePrefix("203.0.113.0/24"),  // documentation
-	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, and broadcast
-	netip.MustParsePrefix("64:ff9b::/96"),    // NAT64: may embed any IPv4
-	netip.MustParsePrefix("64:ff9b:1::/48"),  // local-use NAT64
-	netip.MustParsePrefix("2001:db8::/32"),   // documentation
-	netip.MustParsePrefix("2002::/16"),       // 6to4: may embed any IPv4
-	netip.MustParsePrefix("2001::/32"),       // Teredo
-}
-
-// publicAddr reports whether a is an address on the public internet.
-func publicAddr(a netip.Addr) bool {
-	a = a.Unmap()
-	if !a.IsValid() || a.IsLoopback() || a.IsPrivate() || a.IsUnspecified() || a.IsLinkLocalUnicast() ||
-		a.IsLinkLocalMulticast() || a.IsInterfaceLocalMulticast() || a.IsMulticast() {
-		return false
-	}
-	for _, p := range nonPublic {
-		if p.Contains(a) {
-			return false
-		}
-	}
-	return true
-}
-
-// guardControl runs for every connection after DNS resolution, on the
-// address actually dialed, so a name that resolves (or re-resolves: DNS
-// rebinding) to a private address is refused too.
-func guardControl(_, address string, _ syscall.RawConn) error {
-	host, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return &privateAddrError{}
-	}
-	a, err := netip.ParseAddr(host)
-	if err != nil || !publicAddr(a) {
-		return &privateAddrError{addr: a}
-	}
-	return nil
-}
 
 // newClient builds the HTTP client of one target. Reads share kept-alive
 // connections; a write always dials a fresh connection, because the
@@ -78,10 +24,11 @@ func guardControl(_, address string, _ syscall.RawConn) error {
 // connection that broke, and countersign sends each write at most once.
 // No proxy from the environment is used, and redirects are never followed.
 func newClient(allowPrivate, write bool, timeout time.Duration) *http.Client {
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	if !allowPrivate {
-		d.Control = guardControl
+	guard := netguard.PublicOnly
+	if allowPrivate {
+		guard = netguard.AllowAll
 	}
+	d := guard.Dialer(10 * time.Second)
 	tr := &http.Transport{
 		Proxy:                  nil,
 		DialContext:            d.DialContext,
@@ -89,15 +36,13 @@ func newClient(allowPrivate, write bool, timeout time.Duration) *http.Client {
 		TLSHandshakeTimeout:    10 * time.Second,
 		ResponseHeaderTimeout:  timeout,
 		MaxResponseHeaderBytes: 64 << 10,
-		MaxIdleConnsPerHost:    4,
+		MaxIdleConnsPerHost:    bulkReaders, // a bulk's reads reuse them
 		IdleConnTimeout:        90 * time.Second,
 		DisableKeepAlives:      write,
 	}
 	return &http.Client{
-		Transport: tr,
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		},
+		Transport:     tr,
+		CheckRedirect: netguard.NoRedirects,
 	}
 }
 
@@ -167,10 +112,7 @@ func (a *Action) do(ctx context.Context, t *target, method, url string, body []b
 }
 
 // isPrivate reports whether err is a refused non-public address.
-func isPrivate(err error) bool {
-	var pe *privateAddrError
-	return errors.As(err, &pe)
-}
+func isPrivate(err error) bool { return netguard.Refused(err) }
 
 // describe turns a transport error into text that carries no URL or
 // header: only what kind of failure it was.

@@ -10,11 +10,11 @@
 // moved (stale_state), then writes with If-Match on the ETag seen at
 // prepare, so a change landing between the re-read and the write is
 // refused by the target too (precondition_failed). Every write carries
-// Idempotency-Key: <operation key>.
+// Idempotency-Key: <operation key> and its countersignature receipt in
+// Countersign-Receipt, which the target can verify (package receipt).
 package httpreq
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/internal/jsonx"
 )
 
 // Name is the action's contract name.
@@ -60,9 +61,14 @@ type Target struct {
 
 // Rule allows one method on the paths matching a pattern: literal
 // segments, "*" for one whole segment, and a final "**" for one or more.
+// Query lists the query parameter names the rule accepts; a request with
+// any other parameter is refused (query_not_allowed). A parameter can
+// change what a write does ("_method=DELETE", "force=true"), so none is
+// accepted unless a rule names it.
 type Rule struct {
 	Method string
 	Path   string
+	Query  []string
 }
 
 // Defaults and bounds.
@@ -79,7 +85,10 @@ const (
 
 // reserved headers are countersign's own, or frame and route the request.
 var reserved = []string{"Host", "Content-Length", "Transfer-Encoding", "Connection", "Te", "Trailer", "Upgrade",
-	"If-Match", "If-None-Match", "If-Unmodified-Since", "Idempotency-Key", "Expect"}
+	"If-Match", "If-None-Match", "If-Unmodified-Since", "Idempotency-Key", "Expect", ReceiptHeader}
+
+// ReceiptHeader carries the write's countersignature receipt (SPEC §9).
+const ReceiptHeader = "Countersign-Receipt"
 
 type target struct {
 	Target
@@ -91,12 +100,15 @@ type target struct {
 	timeout  time.Duration
 	maxBody  int
 	redactor redactor
+	// readers holds a slot for each state read of a bulk in flight.
+	readers chan struct{}
 }
 
 type rule struct {
 	method  string
 	pattern pattern
 	raw     string
+	query   []string
 }
 
 // Action is http.request over a set of targets. It is safe for concurrent
@@ -157,9 +169,15 @@ func New(targets []Target) (*Action, error) {
 			if !strings.HasPrefix(r.Path, "/") {
 				return nil, fmt.Errorf("httpreq: target %s: path pattern %q must start with /", t.Name, r.Path)
 			}
-			tt.rules = append(tt.rules, rule{method: m, pattern: parsePattern(r.Path), raw: r.Path})
+			for _, q := range r.Query {
+				if !queryName.MatchString(q) {
+					return nil, fmt.Errorf("httpreq: target %s: query parameter name %q must be letters, digits and _ . - [ ]", t.Name, q)
+				}
+			}
+			tt.rules = append(tt.rules, rule{method: m, pattern: parsePattern(r.Path), raw: r.Path, query: slices.Clone(r.Query)})
 		}
 		tt.redactor = newRedactor(t.Headers)
+		tt.readers = make(chan struct{}, bulkReaders)
 		tt.read = newClient(t.AllowPrivate, false, tt.timeout)
 		tt.write = newClient(t.AllowPrivate, true, tt.timeout)
 		a.targets[t.Name] = tt
@@ -207,7 +225,7 @@ func pathUnescaped(segs []string) string {
 }
 
 // check applies the target's allow-list. Returns policy_denied with
-// details.rule method_not_allowed or path_not_allowed.
+// details.rule method_not_allowed, path_not_allowed or query_not_allowed.
 func (t *target) check(r *Request) error {
 	if !isWrite(r.Method) {
 		e := approval.PolicyDenied("method_not_allowed", "http.request sends writes (POST, PUT, PATCH, DELETE), not %s; reads need no approval", r.Method)
@@ -215,13 +233,37 @@ func (t *target) check(r *Request) error {
 		return e
 	}
 	var methods []string
-	for _, ru := range t.rules {
+	var matched *rule
+	for i, ru := range t.rules {
 		if ru.method == r.Method && ru.pattern.match(r.segs) {
-			return nil
+			if ru.allowsQuery(r.Query) {
+				return nil
+			}
+			if matched == nil {
+				matched = &t.rules[i]
+			}
 		}
 		if !slices.Contains(methods, ru.method) {
 			methods = append(methods, ru.method)
 		}
+	}
+	if matched != nil {
+		var extra []string
+		for _, k := range sortedKeys(r.Query) {
+			if !slices.Contains(matched.query, k) {
+				extra = append(extra, k)
+			}
+		}
+		allowed := "no query parameters"
+		if len(matched.query) > 0 {
+			allowed = "only " + strings.Join(matched.query, ", ")
+		}
+		e := approval.PolicyDenied("query_not_allowed", "target %s allows %s on %s %s, not %s",
+			t.Name, allowed, r.Method, matched.raw, strings.Join(extra, ", "))
+		e.Details["not_allowed"] = extra
+		e.Details["allowed_query"] = slices.Clone(matched.query)
+		e.Details["fields"] = []approval.FieldError{{Field: "query." + extra[0], Reason: "not a query parameter the target's rule lists"}}
+		return e
 	}
 	var paths []string
 	for _, ru := range t.rules {
@@ -237,6 +279,16 @@ func (t *target) check(r *Request) error {
 	e := approval.PolicyDenied("path_not_allowed", "target %s does not allow %s %s (allowed paths: %s)", t.Name, r.Method, r.Path, strings.Join(paths, ", "))
 	e.Details["allowed_paths"] = paths
 	return e
+}
+
+// allowsQuery reports whether the rule lists every parameter of q.
+func (ru rule) allowsQuery(q map[string][]string) bool {
+	for k := range q {
+		if !slices.Contains(ru.query, k) {
+			return false
+		}
+	}
+	return true
 }
 
 // bound reports whether writes of method are bound to the resource's state.
@@ -263,24 +315,50 @@ func (a *Action) resolve(raw json.RawMessage, who *approval.Principal) (*Request
 		return nil, nil, approval.Errorf(approval.CodeInsufficientScope, "principal %s may not prepare %s", who.ID, Scope(t.Name)).
 			WithDetails(map[string]any{"scope": Scope(t.Name)})
 	}
-	if err := t.check(r); err != nil {
+	check := t.checkOne
+	if r.bulk() {
+		check = t.checkItems
+	}
+	if err := check(r); err != nil {
 		return nil, nil, err
+	}
+	return r, t, nil
+}
+
+// checkOne applies the target's rules to one write: the allow-list, the
+// body limit, and the shape of the body. Returns policy_denied or
+// invalid_input.
+func (t *target) checkOne(r *Request) error {
+	if err := t.check(r); err != nil {
+		return err
 	}
 	if len(r.Body) > t.maxBody {
 		e := approval.PolicyDenied("max_body_bytes", "the body is %d bytes; target %s accepts at most %d", len(r.Body), t.Name, t.maxBody)
 		e.Details["limit"] = t.maxBody
-		return nil, nil, e
+		return e
 	}
-	if r.Method == http.MethodPatch || r.Method == http.MethodPut {
-		if len(r.Body) == 0 || r.Body[0] != '{' {
-			return nil, nil, approval.FieldErrors{{Field: "body", Reason: r.Method + " needs a JSON object body"}}.Err()
-		}
+	if len(r.Body) > 0 {
 		body, _ := decodeJSON(r.Body)
-		if err := checkKeys(body, ""); err != nil {
-			return nil, nil, approval.FieldErrors{{Field: "body", Reason: err.Error()}}.Err()
+		// Attrs, the diff and the state binding spell every field as its
+		// whole dotted path; keep what they add up to linear in the body.
+		if limit := maxFieldPathBytes(len(r.Body)); fieldPathBytes(body, 0, limit) > limit {
+			e := approval.FieldErrors{{Field: "body", Reason: fmt.Sprintf(
+				"its fields' dotted paths add up to more than %d bytes (2 × the body + 16 KiB): nest less deeply, use shorter names, or send fewer fields", limit)}}.Err().(*approval.Error)
+			e.Details["rule"] = "max_field_paths"
+			return e
 		}
+		if r.Method == http.MethodPatch || r.Method == http.MethodPut {
+			if r.Body[0] != '{' {
+				return approval.FieldErrors{{Field: "body", Reason: r.Method + " needs a JSON object body"}}.Err()
+			}
+			if err := checkKeys(body, ""); err != nil {
+				return approval.FieldErrors{{Field: "body", Reason: err.Error()}}.Err()
+			}
+		}
+	} else if r.Method == http.MethodPatch || r.Method == http.MethodPut {
+		return approval.FieldErrors{{Field: "body", Reason: r.Method + " needs a JSON object body"}}.Err()
 	}
-	return r, t, nil
+	return nil
 }
 
 // read is the state read: GET on the request's own path.
@@ -316,6 +394,10 @@ func (a *Action) readState(ctx context.Context, t *target, r *Request) (*read, *
 		return nil, &readError{rule: "state_too_large", status: resp.status,
 			msg: fmt.Sprintf("the resource is larger than %d bytes", maxStateBytes)}
 	}
+	if approval.CheckJSONDepth(resp.body, "") != nil {
+		return nil, &readError{rule: "state_too_deep", status: resp.status,
+			msg: fmt.Sprintf("the resource nests deeper than %d levels, so its state cannot be bound", approval.MaxJSONDepth)}
+	}
 	doc, err := decodeJSON(t.redactor.bytes(resp.body))
 	if _, isObj := doc.(map[string]any); err != nil || !isObj {
 		return nil, &readError{rule: "state_not_json", status: resp.status,
@@ -342,7 +424,7 @@ func (e *readError) prepareError() error {
 	switch {
 	case e.rule == "private_address" || e.rule == "redirect":
 		return &approval.Error{Code: approval.CodePolicyDenied, Message: e.msg, Details: details}
-	case e.status >= 400 && e.status < 500, e.rule == "state_not_json", e.rule == "state_too_large":
+	case e.status >= 400 && e.status < 500, e.rule == "state_not_json", e.rule == "state_too_large", e.rule == "state_too_deep":
 		details["fields"] = []approval.FieldError{{Field: "path", Reason: e.msg}}
 		return &approval.Error{Code: approval.CodeInvalidInput, Message: "path: " + e.msg, Details: details}
 	}
@@ -361,6 +443,9 @@ func (a *Action) Prepare(ctx context.Context, req approval.PrepareRequest) (*app
 	r, t, err := a.resolve(req.Input, req.Principal)
 	if err != nil {
 		return nil, err
+	}
+	if r.bulk() {
+		return a.prepareBulk(ctx, req, r, t)
 	}
 	p := &approval.Prepared{Input: r, Scope: Scope(t.Name), Attrs: r.Attrs()}
 	var pl plan
@@ -399,12 +484,15 @@ func (a *Action) preview(t *target, r *Request, pl plan, st *approval.StateBindi
 		Diff: pl.diff,
 	}
 	if len(r.Body) > 0 {
-		var b bytes.Buffer
-		if err := json.Indent(&b, r.Body, "", "  "); err != nil {
-			b.Reset()
-			b.Write(r.Body)
+		// Indented when that at most doubles it: a wide, deep body would
+		// grow by its depth in spaces on every line.
+		label, text := "Body (JSON)", r.Body
+		if ind, ok := jsonx.IndentBounded(r.Body, 2*len(r.Body)+4<<10); ok {
+			text = ind
+		} else {
+			label = "Body (JSON, compact: indented it would be more than twice as long)"
 		}
-		pv.Fields = append(pv.Fields, approval.Field{Name: "body", Label: "Body (JSON)", Value: b.String(), Long: true})
+		pv.Fields = append(pv.Fields, approval.Field{Name: "body", Label: label, Value: string(text), Long: true})
 	}
 	switch {
 	case r.Method == http.MethodDelete:
@@ -502,6 +590,10 @@ func (a *Action) Recheck(ctx context.Context, op *approval.Operation) error {
 	if err != nil {
 		return err
 	}
+	if r.bulk() {
+		_, _, err = a.verifyItems(ctx, t, r, op.State, "they were prepared")
+		return err
+	}
 	_, err = a.verify(ctx, t, r, op.State)
 	return err
 }
@@ -519,7 +611,7 @@ func (a *Action) stored(op *approval.Operation) (*Request, *target, error) {
 		return nil, nil, &approval.ExecError{Code: approval.CodeExecutionFailed,
 			Message: "target " + r.Target + " is no longer configured; nothing was sent", Details: map[string]any{"rule": "target_not_allowed"}}
 	}
-	if err := t.check(r); err != nil {
+	if err := t.allows(r); err != nil {
 		var ce *approval.Error
 		errors.As(err, &ce)
 		return nil, nil, &approval.ExecError{Code: approval.CodeExecutionFailed,
@@ -528,110 +620,16 @@ func (a *Action) stored(op *approval.Operation) (*Request, *target, error) {
 	return r, t, nil
 }
 
-// Result is what a succeeded http.request records.
-type Result struct {
-	Status        int    `json:"status"`
-	Body          string `json:"body,omitempty"`
-	BodyTruncated bool   `json:"body_truncated,omitempty"`
-	// PostStateHash is the state hash of the same fields read right after
-	// the write; undo binds to it.
-	PostStateHash string          `json:"post_state_hash,omitempty"`
-	PostState     json.RawMessage `json:"post_state,omitempty"`
-	// PostStateError says why the post-write state could not be read (the
-	// write itself succeeded; undo is then not offered).
-	PostStateError string `json:"post_state_error,omitempty"`
-}
-
-// Execute implements approval.Action. For a state-bound operation it
-// re-reads the resource first and writes nothing if it moved
-// (stale_state, current values in details). The write carries If-Match
-// with the ETag seen at prepare (when the target gave a strong one) and
-// Idempotency-Key: <operation key>; it is sent once, on a fresh
-// connection, and never follows a redirect.
-//
-// Errors: stale_state; precondition_failed (412); execution_failed with
-// outcome_unknown false when nothing was sent or the target answered with
-// an error, and true when the request went out and no answer came back
-// (or a gateway answered 502/504 or the target 303: it may have happened).
-func (a *Action) Execute(ctx context.Context, op *approval.Operation) (json.RawMessage, error) {
-	r, t, err := a.stored(op)
-	if err != nil {
-		return nil, err
+// allows checks a stored request, or every item of a stored bulk, against
+// the target's allow-list as configured now.
+func (t *target) allows(r *Request) error {
+	if !r.bulk() {
+		return t.check(r)
 	}
-	var prev *snapshot
-	if op.State != nil {
-		prev, err = a.verify(ctx, t, r, op.State)
-		var re *readError
-		switch {
-		case errors.As(err, &re):
-			return nil, &approval.ExecError{Code: approval.CodeExecutionFailed,
-				Message: "could not re-read the resource before writing (" + re.msg + "); nothing was written",
-				Details: map[string]any{"rule": re.rule, "phase": "re-read"}}
-		case err != nil:
-			return nil, err
+	for i, it := range r.Items {
+		if err := t.check(it); err != nil {
+			return atItem(err, i)
 		}
 	}
-
-	hdr := http.Header{"Idempotency-Key": {op.Key}, "Accept": {"application/json"}}
-	if op.State != nil && op.State.ETag != "" {
-		hdr.Set("If-Match", op.State.ETag)
-	}
-	var body []byte
-	if len(r.Body) > 0 {
-		body = r.Body
-		if _, ok := t.headers["Content-Type"]; !ok {
-			hdr.Set("Content-Type", "application/json")
-		}
-	}
-	res := a.do(ctx, t, r.Method, t.url(r), body, hdr, ResultBodyBytes)
-	if res.err != nil {
-		d := map[string]any{"phase": "write"}
-		if isPrivate(res.err) {
-			d["rule"] = "private_address"
-		}
-		msg := describe(res.err)
-		if res.sent {
-			msg += " after the request was sent: it may or may not have been applied. Do not retry blindly; the target can dedupe on Idempotency-Key " + op.Key
-		} else {
-			msg += " before the request was sent; nothing was written"
-		}
-		return nil, &approval.ExecError{Code: approval.CodeExecutionFailed, Message: msg, OutcomeUnknown: res.sent, Details: d}
-	}
-	resp := res.resp
-	excerpt, cut := t.redactor.excerpt(resp.body, ResultBodyBytes)
-	switch {
-	case resp.status == http.StatusPreconditionFailed:
-		return nil, &approval.ExecError{Code: approval.CodePreconditionFailed,
-			Message: "the target refused the write because the resource changed after it was checked (412 to If-Match " + hdr.Get("If-Match") + "); nothing was written. Prepare again.",
-			Details: map[string]any{"status": resp.status, "if_match": hdr.Get("If-Match")}}
-	case resp.status >= 300 && resp.status < 400:
-		unknown := resp.status == http.StatusSeeOther
-		return nil, &approval.ExecError{Code: approval.CodeExecutionFailed, OutcomeUnknown: unknown,
-			Message: fmt.Sprintf("the target answered the write with a redirect (%s); countersign never follows redirects", statusText(resp.status)),
-			Details: map[string]any{"status": resp.status, "rule": "redirect"}}
-	case resp.status < 200 || resp.status >= 300:
-		unknown := resp.status == http.StatusBadGateway || resp.status == http.StatusGatewayTimeout
-		ex, _ := t.redactor.excerpt(resp.body, errorBodyBytes)
-		msg := fmt.Sprintf("the target refused the write with %s", statusText(resp.status))
-		if unknown {
-			msg = fmt.Sprintf("a gateway in front of the target answered %s: the write may or may not have reached it", statusText(resp.status))
-		}
-		return nil, &approval.ExecError{Code: approval.CodeExecutionFailed, OutcomeUnknown: unknown, Message: msg,
-			Details: map[string]any{"status": resp.status, "body": ex}}
-	}
-
-	out := Result{Status: resp.status, Body: excerpt, BodyTruncated: cut || resp.truncated}
-	if prev != nil {
-		rd, rerr := a.readState(ctx, t, r)
-		switch {
-		case rerr != nil:
-			out.PostStateError = rerr.msg
-		case rd.gone:
-			out.PostStateError = "the resource was not found after the write"
-		default:
-			post := take(rd.doc, prev.Fields)
-			out.PostStateHash, out.PostState = post.hash(), post.raw()
-		}
-	}
-	return json.Marshal(out)
+	return nil
 }

@@ -26,7 +26,7 @@ func calendarTarget(f *fakeTarget) httpreq.Target {
 	return httpreq.Target{
 		Name: "calendar", BaseURL: f.srv.URL + "/api",
 		Headers: map[string]string{"Authorization": "Bearer " + cred},
-		Allow: []httpreq.Rule{{Method: "PATCH", Path: "/events/*"}, {Method: "PUT", Path: "/events/*"},
+		Allow: []httpreq.Rule{{Method: "PATCH", Path: "/events/*", Query: []string{"notify"}}, {Method: "PUT", Path: "/events/*"},
 			{Method: "DELETE", Path: "/events/*"}, {Method: "POST", Path: "/events"}},
 		StateFields:  []string{"start", "end", "title"},
 		AllowPrivate: true,
@@ -60,7 +60,7 @@ func prepare(t *testing.T, a *httpreq.Action, input string) *approval.Prepared {
 }
 
 // opOf builds the operation the service would store for a prepare.
-func opOf(t *testing.T, p *approval.Prepared) *approval.Operation {
+func opOf(t testing.TB, p *approval.Prepared) *approval.Operation {
 	t.Helper()
 	in, err := approval.Canonical(p.Input)
 	if err != nil {
@@ -250,6 +250,8 @@ func TestSSRFShapesRefused(t *testing.T) {
 		{"encoded userinfo", `{"target":"calendar","method":"PATCH","path":"/events/42%40evil.example","body":{}}`, approval.CodeInvalidInput, "userinfo"},
 		{"query in path", `{"target":"calendar","method":"PATCH","path":"/events/42?admin=1","body":{}}`, approval.CodeInvalidInput, "query_in_path"},
 		{"fragment", `{"target":"calendar","method":"PATCH","path":"/events/42#x","body":{}}`, approval.CodeInvalidInput, "query_in_path"},
+		{"encoded query", `{"target":"calendar","method":"PATCH","path":"/events/42%3F_method=DELETE","body":{}}`, approval.CodeInvalidInput, "query_in_path"},
+		{"encoded fragment", `{"target":"calendar","method":"PATCH","path":"/events/42%23x","body":{}}`, approval.CodeInvalidInput, "query_in_path"},
 		{"bad escape", `{"target":"calendar","method":"PATCH","path":"/events/%zz","body":{}}`, approval.CodeInvalidInput, "invalid_escape"},
 		{"space", `{"target":"calendar","method":"PATCH","path":"/events/4 2","body":{}}`, approval.CodeInvalidInput, "invalid_character"},
 		{"GET is not a write", `{"target":"calendar","method":"GET","path":"/events/42"}`, approval.CodePolicyDenied, "method_not_allowed"},
@@ -625,8 +627,10 @@ func TestSampleAttrs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"target": "billing", "method": "POST", "path": "/invoices", "query.dry_run": "false", "query.tag": "a,b",
-		"body.amount": "1500.5", "body.currency": "EUR", "body.customer.tier": "gold", "body.customer.vip": "true", "body.memo": "null"}
+	want := map[string]string{"target": "billing", "method": "POST", "path": "/invoices", "query.dry_run": "false",
+		"query.tag": approval.AttrOpaque("list"), "body": approval.AttrObject, "body.amount": "1500.5", "body.currency": "EUR",
+		"body.customer": approval.AttrObject, "body.customer.tier": "gold", "body.customer.vip": "true",
+		"body.lines": approval.AttrOpaque("list"), "body.memo": "null"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("attrs = %v\nwant %v", got, want)
 	}

@@ -16,15 +16,25 @@ import (
 // Request is the normalized input of http.request: what is stored, hashed,
 // shown and executed. Headers are not part of it: they come from the
 // target's configuration, and the agent never sees or sets them.
+//
+// A bulk request (SPEC §10) names its target once and holds its writes in
+// Items, each a Request without a target; Method, Path, Query and Body are
+// then empty. A single request never has Items, and always has a target,
+// a method and a path, so the omitempty tags leave its canonical form (and
+// payload hash) as it always was.
 type Request struct {
-	Target string              `json:"target"`
-	Method string              `json:"method"`
-	Path   string              `json:"path"`
+	Target string              `json:"target,omitempty"`
+	Method string              `json:"method,omitempty"`
+	Path   string              `json:"path,omitempty"`
 	Query  map[string][]string `json:"query,omitempty"`
 	Body   json.RawMessage     `json:"body,omitempty"`
+	Items  []*Request          `json:"items,omitempty"`
 
 	segs []string // decoded path segments
 }
+
+// bulk reports whether r is a bulk request.
+func (r *Request) bulk() bool { return len(r.Items) > 0 }
 
 // rawRequest is the input as an agent writes it.
 type rawRequest struct {
@@ -33,6 +43,7 @@ type rawRequest struct {
 	Path   string                     `json:"path"`
 	Query  map[string]json.RawMessage `json:"query"`
 	Body   json.RawMessage            `json:"body"`
+	Items  json.RawMessage            `json:"items"`
 }
 
 var (
@@ -56,33 +67,64 @@ func invalid(rule, field, format string, args ...any) *approval.Error {
 
 // parseRequest decodes and normalizes an agent's input, without looking at
 // any target: the method is upper-cased, the path normalized (or refused),
-// the query made a map of lists, the body canonical JSON.
+// the query made a map of lists, the body canonical JSON. An input with
+// items is a bulk request (parseItems).
 func parseRequest(raw json.RawMessage) (*Request, error) {
 	var in rawRequest
+	if err := approval.CheckJSONDepth(raw, ""); err != nil {
+		return nil, depthAtItem(err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		var ute *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &ute) && ute.Field != "":
-			return nil, approval.FieldErrors{{Field: ute.Field, Reason: "must be " + jsonType(ute.Type.String())}}.Err()
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			reason := "unknown field (fields: target, method, path, query, body)"
-			if strings.EqualFold(f, "headers") || strings.EqualFold(f, "url") {
-				reason = "not accepted: the URL and headers come from the target's configuration"
-			}
-			return nil, approval.FieldErrors{{Field: f, Reason: reason}}.Err()
-		}
-		return nil, approval.FieldErrors{{Field: "input", Reason: "must be a JSON object {target, method, path, query?, body?}"}}.Err()
+		return nil, decodeError(err, "fields: target, method, path, query, body, or target and items",
+			"must be a JSON object {target, method, path, query?, body?} or {target, items}")
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, approval.FieldErrors{{Field: "input", Reason: "has data after the JSON object"}}.Err()
 	}
-	var fe approval.FieldErrors
 	if in.Target == "" {
-		fe.Add("target", "required")
+		return nil, approval.FieldErrors{{Field: "target", Reason: "required"}}.Err()
 	}
+	if items := bytes.TrimSpace(in.Items); len(items) > 0 && string(items) != "null" {
+		if in.Method != "" || in.Path != "" || in.Query != nil || len(bytes.TrimSpace(in.Body)) > 0 {
+			return nil, invalid("bulk_exclusive", "items",
+				"cannot be combined with method, path, query or body: a bulk request names them in each item")
+		}
+		list, err := parseItems(items)
+		if err != nil {
+			return nil, err
+		}
+		return &Request{Target: in.Target, Items: list}, nil
+	}
+	r, err := normalize(in)
+	if err != nil {
+		return nil, err
+	}
+	r.Target = in.Target
+	return r, nil
+}
+
+// decodeError turns a decoding failure into invalid_input naming the field.
+func decodeError(err error, fields, shape string) error {
+	var ute *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &ute) && ute.Field != "":
+		return approval.FieldErrors{{Field: ute.Field, Reason: "must be " + jsonType(ute.Type.String())}}.Err()
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		reason := "unknown field (" + fields + ")"
+		if strings.EqualFold(f, "headers") || strings.EqualFold(f, "url") {
+			reason = "not accepted: the URL and headers come from the target's configuration"
+		}
+		return approval.FieldErrors{{Field: f, Reason: reason}}.Err()
+	}
+	return approval.FieldErrors{{Field: "input", Reason: shape}}.Err()
+}
+
+// normalize checks and normalizes one write: method, path, query, body.
+func normalize(in rawRequest) (*Request, error) {
+	var fe approval.FieldErrors
 	switch {
 	case in.Method == "":
 		fe.Add("method", "required")
@@ -95,7 +137,7 @@ func parseRequest(raw json.RawMessage) (*Request, error) {
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	r := &Request{Target: in.Target, Method: strings.ToUpper(in.Method)}
+	r := &Request{Method: strings.ToUpper(in.Method)}
 	p, segs, perr := normalizePath(in.Path)
 	if perr != nil {
 		return nil, invalid(perr.rule, "path", "%s", perr.reason)
@@ -206,61 +248,31 @@ func decodeStored(raw json.RawMessage) (*Request, error) {
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return nil, err
 	}
-	p, segs, perr := normalizePath(r.Path)
-	if perr != nil || p != r.Path {
-		return nil, errors.New("stored path is not normalized")
+	if !r.bulk() {
+		if err := r.restoreSegs(); err != nil {
+			return nil, err
+		}
+		return &r, nil
 	}
-	r.segs = segs
+	for _, it := range r.Items {
+		if it == nil || it.bulk() || it.Target != "" {
+			return nil, errors.New("stored item is malformed")
+		}
+		if err := it.restoreSegs(); err != nil {
+			return nil, err
+		}
+	}
 	return &r, nil
 }
 
-// Attribute limits: routes match on small facts, not on whole documents.
-const (
-	maxAttrs     = 256
-	maxAttrValue = 256
-)
-
-// Attrs are the facts routes can match on (approval.Match): "target",
-// "method", "path", "query.<name>" (values joined with ","), and
-// "body.<field>" for every scalar in a JSON object body, nested fields
-// dotted ("body.customer.tier"). Numbers keep their canonical JSON text
-// ("1000", "12.5"), booleans read "true"/"false", null reads "null".
-// Strings longer than 256 characters, arrays and objects are left out.
-func (r *Request) Attrs() map[string]string {
-	attrs := map[string]string{"target": r.Target, "method": r.Method, "path": r.Path}
-	for _, k := range sortedKeys(r.Query) {
-		attrs["query."+k] = strings.Join(r.Query[k], ",")
+// restoreSegs decodes the stored path's segments, checking it is normalized.
+func (r *Request) restoreSegs() error {
+	p, segs, perr := normalizePath(r.Path)
+	if perr != nil || p != r.Path {
+		return errors.New("stored path is not normalized")
 	}
-	if len(r.Body) == 0 {
-		return attrs
-	}
-	body, err := decodeJSON(r.Body)
-	if err != nil {
-		return attrs
-	}
-	obj, ok := body.(map[string]any)
-	if !ok {
-		return attrs
-	}
-	for _, l := range leaves(obj, nil) {
-		if len(attrs) >= maxAttrs {
-			break
-		}
-		name := "body." + l.path.String()
-		switch v := l.value.(type) {
-		case string:
-			if len(v) <= maxAttrValue {
-				attrs[name] = v
-			}
-		case json.Number:
-			attrs[name] = v.String()
-		case bool:
-			attrs[name] = map[bool]string{true: "true", false: "false"}[v]
-		case nil:
-			attrs[name] = "null"
-		}
-	}
-	return attrs
+	r.segs = segs
+	return nil
 }
 
 // SampleAttrs normalizes an http.request input without any network or

@@ -26,7 +26,7 @@ const maxPath = 2048
 // schemes and hosts ("https://…", "//host"), dot segments (also encoded,
 // "%2e%2e", and "..;"), encoded separators ("%2f", "%5c"), backslashes,
 // double encoding ("%25"), user info ("@"), control characters, a query
-// or fragment, and empty segments ("//").
+// or fragment (also encoded, "%3f", "%23"), and empty segments ("//").
 func normalizePath(p string) (string, []string, *pathError) {
 	switch {
 	case p == "":
@@ -76,6 +76,10 @@ func normalizePath(p string) (string, []string, *pathError) {
 		switch {
 		case strings.Contains(d, "/") || strings.Contains(d, `\`):
 			return "", nil, &pathError{"encoded_separator", "contains an encoded slash or backslash (%2f, %5c)"}
+		case strings.ContainsAny(d, "?#"):
+			// A target or proxy that decodes the path before splitting it would
+			// read a query (or fragment) the route's query rules never saw.
+			return "", nil, &pathError{"query_in_path", `contains an encoded "?" or "#" (%3f, %23); pass query parameters in "query"`}
 		case strings.Contains(d, "%"):
 			return "", nil, &pathError{"double_encoding", "contains an encoded percent sign (%25)"}
 		case strings.Contains(d, "@"):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"github.com/countersign/countersign/internal/testkit"
+	"github.com/klauspost/compress/zstd"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -118,7 +119,7 @@ func (e *svcEnv) send(t *testing.T, key string) string {
 	if _, err := e.svc.Send(bg, e.agent, key); err != nil {
 		t.Fatalf("send: %v", err)
 	}
-	if err := e.svc.Reconcile(bg, key); err != nil {
+	if err := e.svc.Reconcile(bg, approval.Ref{Principal: e.agent.ID, Key: key}); err != nil {
 		t.Fatalf("deliver: %v", err)
 	}
 	return e.inbox.link(t, key)
@@ -137,7 +138,7 @@ func (e *svcEnv) approve(t *testing.T, link string) (*approval.LinkView, approva
 // run is a worker picking the operation up.
 func (e *svcEnv) run(t *testing.T, key string) *approval.Operation {
 	t.Helper()
-	if err := e.svc.Reconcile(bg, key); err != nil {
+	if err := e.svc.Reconcile(bg, approval.Ref{Principal: e.agent.ID, Key: key}); err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}
 	op, err := e.svc.Get(bg, e.agent, key)
@@ -592,6 +593,8 @@ func TestCredentialNeverAppears(t *testing.T) {
 	}
 }
 
+var unzstd, _ = zstd.NewReader(nil)
+
 // dumpRedis renders every key and value of the test database.
 func dumpRedis(t *testing.T, rdb redis.UniversalClient) string {
 	t.Helper()
@@ -604,7 +607,17 @@ func dumpRedis(t *testing.T, rdb redis.UniversalClient) string {
 		case "string":
 			b.WriteString(rdb.Get(bg, k).Val())
 		case "hash":
-			b.WriteString(mustJSON(t, rdb.HGetAll(bg, k).Val()))
+			h := rdb.HGetAll(bg, k).Val()
+			for f, v := range h { // bulky fields are stored compressed: scan what they hold
+				if strings.HasPrefix(v, "\x28\xb5\x2f\xfd") {
+					out, err := unzstd.DecodeAll([]byte(v), nil)
+					if err != nil {
+						t.Fatalf("%s %s: %v", k, f, err)
+					}
+					h[f] = string(out)
+				}
+			}
+			b.WriteString(mustJSON(t, h))
 		case "list":
 			b.WriteString(mustJSON(t, rdb.LRange(bg, k, 0, -1).Val()))
 		case "set":

@@ -175,9 +175,13 @@ func (s *snapshot) changes(now *snapshot) []approval.Change {
 	return out
 }
 
-// maxDiff bounds the rows of a preview's diff; the state binding still
-// covers every field.
-const maxDiff = 200
+// maxDiff bounds the rows of a preview's diff, and maxDiffBytes what they
+// hold (field names and values) past the first row; the state binding
+// still covers every field, and the body is shown whole.
+const (
+	maxDiff      = 200
+	maxDiffBytes = 32 << 10
+)
 
 // plan is what a write does to the resource, worked out at prepare from
 // the body and the current resource: the diff to show, and the fields the
@@ -256,8 +260,13 @@ func planWrite(method string, configured []string, body, cur any) plan {
 	}
 	sort.Strings(p.fields)
 	sort.SliceStable(p.diff, func(i, j int) bool { return p.diff[i].Field < p.diff[j].Field })
-	if len(p.diff) > maxDiff {
-		p.diff, p.truncated = p.diff[:maxDiff], true
+	size := 0
+	for i, c := range p.diff {
+		size += len(c.Field) + len(c.Before) + len(c.After)
+		if i == maxDiff || (i > 0 && size > maxDiffBytes) { // the first row always shows
+			p.diff, p.truncated = p.diff[:i], true
+			break
+		}
 	}
 	return p
 }

@@ -41,7 +41,7 @@ type seenRequest struct {
 	Body                                                                     string
 }
 
-func newFakeTarget(t *testing.T, etags bool) *fakeTarget {
+func newFakeTarget(t testing.TB, etags bool) *fakeTarget {
 	f := &fakeTarget{etags: etags, docs: map[string]map[string]any{}, versions: map[string]int{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)

@@ -36,6 +36,9 @@ func (a *Action) UndoInput(ctx context.Context, op *approval.Operation) (string,
 	if err != nil {
 		return "", nil, approval.Errorf(approval.CodeInvalidState, "the operation's input is unreadable")
 	}
+	if r.bulk() {
+		return a.undoBulk(ctx, op, r)
+	}
 	switch r.Method {
 	case http.MethodPatch, http.MethodPut:
 	default:
@@ -82,34 +85,9 @@ func (a *Action) UndoInput(ctx context.Context, op *approval.Operation) (string,
 			WithDetails(map[string]any{"reason": "changed", "current": now.Values, "changed": changed, "state_hash": now.hash()})
 	}
 
-	var body map[string]any
-	switch r.Method {
-	case http.MethodPatch:
-		sent, err := decodeJSON(r.Body)
-		obj, ok := sent.(map[string]any)
-		if err != nil || !ok {
-			return "", nil, approval.Errorf(approval.CodeInvalidState, "the original body is unreadable")
-		}
-		body = map[string]any{}
-		for _, l := range leaves(obj, nil) {
-			if v, ok := pre.Values[l.path.String()]; ok {
-				set(body, l.path, v)
-			} else {
-				set(body, l.path, nil)
-			}
-		}
-	case http.MethodPut:
-		var ok bool
-		if body, ok = rd.doc.(map[string]any); !ok {
-			return "", nil, errors.New("httpreq: resource is not an object")
-		}
-		for _, f := range pre.Fields {
-			if v, ok := pre.Values[f]; ok {
-				set(body, parseField(f), v)
-			} else {
-				remove(body, parseField(f))
-			}
-		}
+	body, err := compensation(r, pre.Fields, pre.Values, nil, rd.doc)
+	if err != nil {
+		return "", nil, err
 	}
 	in, err := json.Marshal(struct {
 		Target string              `json:"target"`
@@ -122,4 +100,57 @@ func (a *Action) UndoInput(ctx context.Context, op *approval.Operation) (string,
 		return "", nil, err
 	}
 	return Name, in, nil
+}
+
+// compensation is the body that writes back the previous values of what
+// r wrote: for a PATCH, each field its body set, at its value before
+// (null where it was absent: merge-patch removes it); for a PUT, the
+// resource as it is now (cur) with every bound field restored or removed.
+// pre holds the previous values of fields (absent fields have none);
+// a field in lost had a value that was not kept, and cannot be restored.
+func compensation(r *Request, fields []string, pre map[string]json.RawMessage, lost map[string]string, cur any) (map[string]any, error) {
+	restore := func(body map[string]any, f string, p fieldPath) error {
+		if v, ok := pre[f]; ok {
+			set(body, p, v)
+			return nil
+		}
+		if _, gone := lost[f]; gone {
+			return approval.Errorf(approval.CodeInvalidState,
+				"the previous value of %s was too long to keep, so it cannot be written back", f).
+				WithDetails(map[string]any{"reason": "previous_value_not_kept", "field": f})
+		}
+		if r.Method == http.MethodPatch {
+			set(body, p, nil)
+		} else {
+			remove(body, p)
+		}
+		return nil
+	}
+	switch r.Method {
+	case http.MethodPatch:
+		sent, err := decodeJSON(r.Body)
+		obj, ok := sent.(map[string]any)
+		if err != nil || !ok {
+			return nil, approval.Errorf(approval.CodeInvalidState, "the original body is unreadable")
+		}
+		body := map[string]any{}
+		for _, l := range leaves(obj, nil) {
+			if err := restore(body, l.path.String(), l.path); err != nil {
+				return nil, err
+			}
+		}
+		return body, nil
+	case http.MethodPut:
+		body, ok := cur.(map[string]any)
+		if !ok {
+			return nil, errors.New("httpreq: resource is not an object")
+		}
+		for _, f := range fields {
+			if err := restore(body, f, parseField(f)); err != nil {
+				return nil, err
+			}
+		}
+		return body, nil
+	}
+	return nil, approval.Errorf(approval.CodeInvalidState, "a %s cannot be undone", r.Method)
 }

@@ -204,6 +204,11 @@ func (d *Delete) Execute(ctx context.Context, op *approval.Operation) (json.RawM
 		return nil, &approval.ExecError{Code: approval.CodeExecutionFailed,
 			Message: "could not re-read the message before deleting it (" + errText(err) + "); nothing was deleted"}
 	}
+	// Slack keeps nothing of a deleted message to carry a receipt: it is
+	// minted for the operation's result and audit.
+	if _, err := approval.CountersignerFrom(ctx).Mint(approval.ReceiptRequest{Audience: ReceiptAudience}); err != nil {
+		return nil, &approval.ExecError{Code: approval.CodeExecutionFailed, Message: "could not sign the receipt; nothing was deleted"}
+	}
 	err := retryRateLimited(ctx, d.cfg.Sleep, func() error {
 		_, _, err := d.cfg.Client.DeleteMessageContext(ctx, in.Channel, in.TS)
 		return err

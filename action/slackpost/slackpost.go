@@ -11,8 +11,9 @@
 // Execution posts with the bot token, with link and media unfurling off
 // (so the message looks as previewed), and with message metadata
 // {event_type: "countersign_operation", event_payload: {operation_key,
-// payload_hash}}, so that an operator settling an operation whose outcome
-// is unknown can find whether the message was posted. The result records
+// payload_hash, receipt}}, so that an operator settling an operation whose
+// outcome is unknown can find whether the message was posted, and anyone
+// reading the message can check its countersignature receipt (SPEC §9). The result records
 // {channel, ts, thread_ts?}.
 package slackpost
 
@@ -40,6 +41,8 @@ const (
 	DeleteName = "slack.delete_message"
 	// EventType is the metadata event type of posted messages.
 	EventType = "countersign_operation"
+	// ReceiptAudience is the aud of the receipts of Slack effects.
+	ReceiptAudience = "slack"
 )
 
 // Limits.
@@ -138,6 +141,9 @@ func normalizeChannel(s string) (string, bool) {
 }
 
 func decodeStrict(raw json.RawMessage, v any) error {
+	if err := approval.CheckJSONDepth(raw, ""); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -190,6 +196,18 @@ func (a *Action) Prepare(_ context.Context, req approval.PrepareRequest) (*appro
 	in.Channel = channel
 	return &approval.Prepared{Input: in, Preview: Preview(in), Attrs: map[string]string{"channel": channel}}, nil
 }
+
+// Preview renders a stored input again (approval.Previewer): the preview
+// is a function of the normalized input alone.
+func (a *Action) Preview(input json.RawMessage) (approval.Preview, error) {
+	var in Input
+	if err := decodeStrict(input, &in); err != nil {
+		return approval.Preview{}, err
+	}
+	return Preview(in), nil
+}
+
+var _ approval.Previewer = (*Action)(nil)
 
 // Preview renders the input for humans and the agent.
 func Preview(in Input) approval.Preview {
@@ -257,6 +275,13 @@ func render(text string) (string, []string) {
 				}
 				return "@" + strings.TrimPrefix(cmd, "subteam^")
 			case strings.HasPrefix(cmd, "date^") && hasLabel:
+				// <!date^ts^format^link|label>: the date (or its fallback
+				// label) is a link whose target the reader does not see.
+				if parts := strings.SplitN(cmd, "^", 4); len(parts) == 4 && parts[3] != "" {
+					link := entityDecoder.Replace(parts[3])
+					disguised = append(disguised, fmt.Sprintf("a date %q → %s", entityDecoder.Replace(label), link))
+					return label + " (" + link + ")"
+				}
 				return label
 			}
 			if hasLabel {
@@ -307,18 +332,24 @@ func (a *Action) Execute(ctx context.Context, op *approval.Operation) (json.RawM
 	if err := json.Unmarshal(op.Input, &in); err != nil {
 		return nil, &approval.ExecError{Code: approval.CodeExecutionFailed, Message: "stored input is unreadable"}
 	}
+	payload := map[string]any{"operation_key": op.Key, "payload_hash": op.PayloadHash}
+	tok, err := approval.CountersignerFrom(ctx).Mint(approval.ReceiptRequest{Audience: ReceiptAudience})
+	if err != nil {
+		return nil, &approval.ExecError{Code: approval.CodeExecutionFailed, Message: "could not sign the receipt; nothing was posted"}
+	}
+	if tok != "" {
+		payload["receipt"] = tok
+	}
 	opts := []slack.MsgOption{
 		slack.MsgOptionText(in.Text, false),
 		slack.MsgOptionDisableLinkUnfurl(), slack.MsgOptionDisableMediaUnfurl(),
-		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: EventType, EventPayload: map[string]any{
-			"operation_key": op.Key, "payload_hash": op.PayloadHash,
-		}}),
+		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: EventType, EventPayload: payload}),
 	}
 	if in.ThreadTS != "" {
 		opts = append(opts, slack.MsgOptionTS(in.ThreadTS))
 	}
 	var ch, ts string
-	err := a.retryRateLimited(ctx, func() error {
+	err = a.retryRateLimited(ctx, func() error {
 		var err error
 		ch, ts, err = a.cfg.Client.PostMessageContext(ctx, in.Channel, opts...)
 		return err

@@ -272,3 +272,24 @@ func TestUndoInputRefusesWithoutResult(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// A Slack date can carry a link its reader never sees (issue 8): the
+// preview says where it goes and warns.
+func TestPreviewFlagsADateThatLinks(t *testing.T) {
+	a := slackpost.New(slackpost.Config{})
+	text := "Meeting <!date^1700000000^{date_short}^https://evil.example/login|Tuesday 3pm>, and <!date^1700000000^{time}|at noon>"
+	p, err := prepare(t, a, `{"channel":"#general","text":`+mustJSON(text)+`}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]string{}
+	for _, f := range p.Preview.Fields {
+		fields[f.Name] = f.Value
+	}
+	if got, want := fields["appears_as"], "Meeting Tuesday 3pm (https://evil.example/login), and at noon"; got != want {
+		t.Errorf("appears as %q, want %q", got, want)
+	}
+	if w := strings.Join(p.Preview.Warnings, "\n"); !strings.Contains(w, `a date "Tuesday 3pm" → https://evil.example/login`) {
+		t.Errorf("no warning about the date's link:\n%s", w)
+	}
+}

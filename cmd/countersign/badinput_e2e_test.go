@@ -30,7 +30,9 @@ func storedOperations(t *testing.T, srv *testService) int {
 	t.Helper()
 	c := redistest.Client(t, srv.RedisURL)
 	n := 0
-	for _, pattern := range []string{"cs:{op_*", "cs:idem:*"} {
+	// Operations, their idempotency bindings and the principals' indexes
+	// (store/keys.go), in every shard.
+	for _, pattern := range []string{"cs:{*}:o:*", "cs:{*}:ik:*", "cs:{*}:pi:*"} {
 		keys, err := c.Keys(context.Background(), pattern).Result()
 		must(t, err)
 		n += len(keys)
@@ -80,7 +82,7 @@ approvers:
 		{"bad address", "POST", "/v1/operations", key, email(`{"to":["not an address"],"subject":"s","text":"t"}`), 400, "invalid_input", ""},
 		{"header injection in subject", "POST", "/v1/operations", key, email(`{"to":["a@client.example"],"subject":"hi\r\nBcc: x@evil.example","text":"t"}`), 400, "invalid_input", ""},
 		{"missing text", "POST", "/v1/operations", key, email(`{"to":["a@client.example"],"subject":"s"}`), 400, "invalid_input", ""},
-		{"unknown input field", "POST", "/v1/operations", key, email(`{"to":["a@client.example"],"subject":"s","text":"t","attachments":[]}`), 400, "invalid_input", ""},
+		{"unknown input field", "POST", "/v1/operations", key, email(`{"to":["a@client.example"],"subject":"s","text":"t","priority":"high"}`), 400, "invalid_input", ""},
 		{"too many recipients", "POST", "/v1/operations", key, email(`{"to":["a@client.example","b@client.example","c@client.example","d@client.example"],"subject":"s","text":"t"}`), 422, "policy_denied", "max_recipients"},
 		{"disallowed domain", "POST", "/v1/operations", key, email(`{"to":["someone@gmail.example"],"subject":"s","text":"t"}`), 422, "policy_denied", "allowed_domains"},
 		{"oversized body", "POST", "/v1/operations", key, big, 413, "payload_too_large", ""},
@@ -101,6 +103,9 @@ approvers:
 		{"unknown endpoint", "POST", "/v1/operations/" + live.Key + "/approve", key, "", 404, "not_found", ""},
 	}
 	before := storedOperations(t, srv)
+	if before < 2 {
+		t.Fatalf("the fixtures' operations are not found (%d keys): the count would see nothing", before)
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			st, b := srv.call(t, tc.method, tc.path, tc.key, tc.body)
@@ -190,13 +195,18 @@ func TestApprovalPageRefusals(t *testing.T) {
 	}
 	srv.waitFor(t, o.Key, "expired")
 
-	// Many failures from one client: the page slows it down with 429.
+	// Many failures from one client: its invalid links get 429, and its
+	// valid link is still answered as it stands (a signed link is never
+	// locked out).
 	for range 30 {
 		b.do(t, "GET", base+"nonsense", nil)
 	}
-	st, _, h := b.do(t, "GET", link, nil)
+	st, _, h := b.do(t, "GET", base+"more-nonsense", nil)
 	if st != 429 || h.Get("Retry-After") == "" {
 		t.Fatalf("after many failures: %d (Retry-After %q)", st, h.Get("Retry-After"))
+	}
+	if st, _, _ := b.do(t, "GET", link, nil); st != 410 {
+		t.Fatalf("the valid link after many failures: %d, want 410 (expired, shown)", st)
 	}
 }
 

@@ -99,7 +99,10 @@ const readPageJS = `(() => {
 		ReasonFontPx: q("#reason") ? parseFloat(getComputedStyle(q("#reason")).fontSize) : 0,
 		ApproveBackground: q("#approve") ? getComputedStyle(q("#approve")).backgroundColor : "",
 	};
-	for (const dt of document.querySelectorAll("#fields dt")) v.Fields[dt.textContent] = dt.nextElementSibling.textContent;
+	for (const dt of document.querySelectorAll("#fields dt")) {
+		const value = dt.nextElementSibling.querySelector("pre.agent, span.agent");
+		v.Fields[dt.textContent] = value ? value.textContent : "";
+	}
 	for (const b of document.querySelectorAll("form#decide button")) {
 		const r = b.getBoundingClientRect();
 		v.Buttons[b.id] = {Text: b.textContent, Width: r.width, Height: r.height};
@@ -187,7 +190,15 @@ func checkNoCSPViolations(t *testing.T, p *browsertest.Page) {
 // and in $COUNTERSIGN_SCREENSHOTS when set.
 func saveScreenshot(t *testing.T, p *browsertest.Page, name string) {
 	t.Helper()
-	png := p.Screenshot(true)
+	// A full-page capture would paint the fixed decision bar in the middle
+	// of the page; put it at the end for the picture.
+	p.Eval(`(() => { const b = document.querySelector("#bar"); if (b) b.style.position = "static"; return true })()`, nil)
+	saveScreenshotPNG(t, p.Screenshot(true), name)
+	p.Eval(`(() => { const b = document.querySelector("#bar"); if (b) b.style.position = ""; return true })()`, nil)
+}
+
+func saveScreenshotPNG(t *testing.T, png []byte, name string) {
+	t.Helper()
 	dirs := []string{t.TempDir()}
 	if d := os.Getenv("COUNTERSIGN_SCREENSHOTS"); d != "" {
 		must(t, os.MkdirAll(d, 0o755))
@@ -262,6 +273,15 @@ func TestBrowserApprovalPage(t *testing.T) {
 		}
 		checkPhoneLayout(t, v)
 		saveScreenshot(t, p, "approval-phone.png")
+		// On the first screen: what will happen, and the decision bar.
+		if what, bar := p.Box("#what"), p.Box("#bar"); what.Y < 0 || what.Y+what.Height > float64(browsertest.Phone.Height) ||
+			bar.Y+bar.Height > float64(browsertest.Phone.Height)+1 {
+			t.Errorf("first screen: what %+v, bar %+v", what, bar)
+		}
+		desk := chromium.NewPage(t, browsertest.Desktop)
+		desk.Navigate(link)
+		saveScreenshot(t, desk, "approval-desktop.png")
+		checkNoCSPViolations(t, desk)
 		if cur := srv.waitFor(t, o.Key, "pending_approval"); len(cur.Approval.Approvals) != 0 {
 			t.Fatal("showing the page decided something")
 		}
@@ -283,7 +303,7 @@ func TestBrowserApprovalPage(t *testing.T) {
 		// The page follows the operation (meta refresh, no script) to its outcome.
 		p.WaitFor(`(document.querySelector("#status") || {}).textContent === "Done"`, 20*time.Second)
 		v = readPage(p)
-		if !strings.Contains(v.Outcome, "Approved by Grace Park (email). Done: it ran successfully.") || v.Refresh != "" || v.Form {
+		if !strings.Contains(v.Outcome, "Approved by Grace Park (by email). Done: it ran successfully.") || v.Refresh != "" || v.Form {
 			t.Errorf("final page: %+v\n%s", v, p.Text())
 		}
 		checkPhoneLayout(t, v)

@@ -2,37 +2,73 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 
 	"github.com/countersign/countersign/action/httpreq"
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/config"
+	"github.com/spf13/cobra"
 )
+
+func init() { register(newCheckConfigCmd) }
+
+// sample is the operation check-config explains the route of.
+type sample struct {
+	action, principal, input string
+	attrs                    attrFlags
+}
+
+func newCheckConfigCmd(c *cli) *cobra.Command {
+	var s sample
+	cmd := &cobra.Command{
+		Use:   "check-config [FILE]",
+		Short: "Validate a policy file and print what each route resolves to",
+		Long: `countersign check-config validates a policy file (FILE, or COUNTERSIGN_CONFIG) and
+prints its approvers, routes, targets and principals, so a reviewer sees who approves
+what before it goes live. It needs none of the secrets the file refers to.
+
+With --action and --principal it explains which route a sample operation takes and
+why each earlier route was skipped; give its attributes with --attr, or for
+http.request its input with --input.`,
+		Example: `  countersign check-config countersign.yaml
+  countersign check-config countersign.yaml --action http.request --principal support-agent --attr target=billing
+  countersign check-config --action http.request --principal support-agent \
+    --input '{"target":"billing","method":"POST","path":"/invoices","body":{"amount":5000}}' countersign.yaml`,
+		Args: argsUsage(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := c.get("COUNTERSIGN_CONFIG")
+			if len(args) == 1 {
+				path = args[0]
+			}
+			if path == "" {
+				return usagef("name a policy file (countersign check-config FILE), or set COUNTERSIGN_CONFIG")
+			}
+			if s.action == "" && (s.principal != "" || s.input != "" || len(s.attrs) > 0) {
+				return usagef("--principal, --attr and --input describe a sample operation: add --action ACTION")
+			}
+			if s.action != "" && s.principal == "" {
+				return usagef("--action needs --principal: the sample operation is prepared by one of the file's principals")
+			}
+			return checkConfig(path, s, c.stdout)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&s.action, "action", "", "explain the route of a sample operation of this action (e.g. email.send, http.request)")
+	f.StringVar(&s.principal, "principal", "", "… prepared by this principal")
+	f.Var(&s.attrs, "attr", "… with this attribute, key=value (repeatable; e.g. --attr target=calendar)")
+	f.StringVar(&s.input, "input", "", "… with this input (JSON); for http.request its route attributes are worked out offline")
+	return cmd
+}
 
 // checkConfig validates a policy file and prints what each route resolves
 // to, so a reviewer sees who approves what before it goes live.
-func checkConfig(args []string, env func(string) (string, bool), stdout io.Writer) error {
-	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
-	action := fs.String("action", "", "explain the route of a sample operation of this action")
-	principal := fs.String("principal", "", "… prepared by this principal")
-	var attrs attrFlags
-	fs.Var(&attrs, "attr", "… with this attribute (key=value, repeatable; e.g. target=calendar)")
-	input := fs.String("input", "", "… with this input (JSON); for http.request its route attributes are worked out offline")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	path := fs.Arg(0)
-	if path == "" {
-		path, _ = env("COUNTERSIGN_CONFIG")
-	}
-	if path == "" {
-		return fmt.Errorf("name a file, or set COUNTERSIGN_CONFIG")
-	}
+func checkConfig(path string, s sample, stdout io.Writer) error {
+	action, principal, input, attrs := &s.action, &s.principal, &s.input, s.attrs
 	f, err := config.Load(path)
 	if err != nil {
 		return err
@@ -48,6 +84,9 @@ func checkConfig(args []string, env func(string) (string, bool), stdout io.Write
 		}
 		if a.SlackUserID != "" {
 			ch = append(ch, "slack "+a.SlackUserID)
+		}
+		if a.TeamsUserID != "" {
+			ch = append(ch, "teams "+a.TeamsUserID)
 		}
 		fmt.Fprintf(stdout, "  %-14s %-20s groups=%s  %s\n", a.ID, a.DisplayName(), strings.Join(a.Groups, ","), strings.Join(ch, ", "))
 	}
@@ -72,6 +111,9 @@ func checkConfig(args []string, env func(string) (string, bool), stdout io.Write
 		if r.ForbidSelfApproval {
 			fmt.Fprint(stdout, "; the human an agent acts for cannot approve")
 		}
+		if r.StepUp != "" {
+			fmt.Fprint(stdout, "\n     step-up:   "+r.StepUp+" (every decision needs the approver's passkey; chat buttons open the page)")
+		}
 		fmt.Fprintln(stdout)
 	}
 
@@ -89,6 +131,14 @@ func checkConfig(args []string, env func(string) (string, bool), stdout io.Write
 			fmt.Fprintf(stdout, " (on behalf of %s)", pr.OnBehalfOf)
 		}
 		fmt.Fprintln(stdout)
+		for _, ps := range f.Principals {
+			if ps.ID == pr.ID && ps.CallbackURL != "" {
+				// The host only: a path or query may carry a token.
+				if u, err := url.Parse(ps.CallbackURL); err == nil {
+					fmt.Fprintf(stdout, "    status webhook → %s://%s (signed with %s)\n", u.Scheme, u.Host, ps.CallbackSecret)
+				}
+			}
+		}
 		for _, sc := range pr.Scopes {
 			act, target, _ := strings.Cut(sc, ":")
 			a := map[string]string{}
@@ -101,7 +151,7 @@ func checkConfig(args []string, env func(string) (string, bool), stdout io.Write
 	if *action != "" {
 		pr := p.Principal(*principal)
 		if pr == nil {
-			return fmt.Errorf("--principal %q is not a principal of this file", *principal)
+			return usagef("--principal %q is not a principal of %s; its principals: %s", *principal, path, principalIDs(p))
 		}
 		sample := map[string]string{}
 		if *input != "" {
@@ -129,7 +179,7 @@ func explainSample(w io.Writer, p *approval.Policy, action string, pr *approval.
 	if len(attrs) > 0 {
 		fmt.Fprintln(w, "  attributes:")
 		for _, k := range slices.Sorted(maps.Keys(attrs)) {
-			fmt.Fprintf(w, "    %s = %q\n", k, attrs[k])
+			fmt.Fprintf(w, "    %s = %s\n", k, approval.DescribeAttrValue(attrs[k]))
 		}
 	}
 	scope := action
@@ -142,7 +192,11 @@ func explainSample(w io.Writer, p *approval.Policy, action string, pr *approval.
 	}
 	for _, c := range p.Explain(action, pr, attrs) {
 		if c.Matched {
-			fmt.Fprintf(w, "  %s: matches\n", c.Name)
+			if c.Why != "" {
+				fmt.Fprintf(w, "  %s: matches, %s\n", c.Name, c.Why)
+			} else {
+				fmt.Fprintf(w, "  %s: matches\n", c.Name)
+			}
 		} else {
 			fmt.Fprintf(w, "  %s: skipped, %s\n", c.Name, c.Why)
 		}
@@ -154,7 +208,11 @@ func explainSample(w io.Writer, p *approval.Policy, action string, pr *approval.
 func describeTarget(w io.Writer, t config.TargetSpec) {
 	var allow []string
 	for _, a := range t.Allow {
-		allow = append(allow, a.Method+" "+a.Path)
+		rule := a.Method + " " + a.Path
+		if len(a.Query) > 0 {
+			rule += " (query: " + strings.Join(a.Query, ", ") + ")"
+		}
+		allow = append(allow, rule)
 	}
 	fmt.Fprintf(w, "  %s  %s\n     allow:   %s\n", t.Name, t.BaseURL, strings.Join(allow, ", "))
 	if len(t.Headers) > 0 {
@@ -187,6 +245,17 @@ func explain(p *approval.Policy, action string, pr *approval.Principal, attrs ma
 
 func describeMatch(m approval.Match) string { return m.String() }
 
+func principalIDs(p *approval.Policy) string {
+	var ids []string
+	for _, pr := range p.Principals {
+		ids = append(ids, pr.ID)
+	}
+	if len(ids) == 0 {
+		return "none"
+	}
+	return strings.Join(ids, ", ")
+}
+
 func contains(s []string, v string) bool {
 	for _, x := range s {
 		if x == v {
@@ -207,11 +276,17 @@ func overlap(a, b []string) bool {
 
 type attrFlags map[string]string
 
-func (a *attrFlags) String() string { return fmt.Sprint(map[string]string(*a)) }
+func (a *attrFlags) String() string {
+	if len(*a) == 0 {
+		return ""
+	}
+	return fmt.Sprint(map[string]string(*a))
+}
+func (a *attrFlags) Type() string { return "key=value" }
 func (a *attrFlags) Set(s string) error {
 	k, v, ok := strings.Cut(s, "=")
-	if !ok {
-		return fmt.Errorf("want key=value")
+	if !ok || k == "" {
+		return fmt.Errorf("want key=value, e.g. target=billing")
 	}
 	if *a == nil {
 		*a = map[string]string{}

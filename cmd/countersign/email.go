@@ -26,16 +26,19 @@ func (m *Main) emailEffects(e *effects, file *config.File, dev bool) error {
 		if err != nil {
 			return fmt.Errorf("COUNTERSIGN_SMTP_URL: %w", err)
 		}
-		from = cfg.From
-		if file.Settings.EmailFrom != "" {
-			a, err := mail.ParseAddress(file.Settings.EmailFrom)
-			if err != nil {
-				return fmt.Errorf("settings.email_from: %w", err)
-			}
-			from = *a
+		// Two senders: the agents' mail (email.send) from email_from, and
+		// countersign's own (approval requests) from notify_from. Both
+		// default to the SMTP URL's from; the second never takes the first,
+		// which may be the requester's human.
+		if from, err = address("settings.email_from", file.Settings.EmailFrom, cfg.From); err != nil {
+			return err
+		}
+		notifyFrom, err := address("settings.notify_from", file.Settings.NotifyFrom, cfg.From)
+		if err != nil {
+			return err
 		}
 		sender = mailer.NewSMTP(cfg)
-		n, err := notifyemail.New(sender, from)
+		n, err := notifyemail.New(sender, notifyFrom)
 		if err != nil {
 			return err
 		}
@@ -50,9 +53,10 @@ func (m *Main) emailEffects(e *effects, file *config.File, dev bool) error {
 		}
 		return nil // no email.send without an SMTP server outside development
 	}
+	l := file.Limits.Email
 	a, err := actemail.New(sender, from, actemail.Limits{
-		MaxRecipients: file.Limits.Email.MaxRecipients, AllowedDomains: file.Limits.Email.AllowedDomains,
-		InternalDomains: file.Limits.Email.InternalDomains,
+		MaxRecipients: l.MaxRecipients, AllowedDomains: l.AllowedDomains, InternalDomains: l.InternalDomains,
+		MaxAttachments: l.MaxAttachments, MaxAttachmentBytes: int(l.MaxAttachmentBytes),
 	})
 	if err != nil {
 		return err
@@ -75,4 +79,16 @@ func (d devMailbox) List() []web.DevMessage {
 			Subject: m.Message.Subject, Text: m.Message.Text, HTML: m.Message.HTML, Raw: string(m.Raw)})
 	}
 	return out
+}
+
+// address reads an address setting, def when unset.
+func address(name, v string, def mail.Address) (mail.Address, error) {
+	if v == "" {
+		return def, nil
+	}
+	a, err := mail.ParseAddress(v)
+	if err != nil {
+		return mail.Address{}, fmt.Errorf("%s %q is not an email address", name, v)
+	}
+	return *a, nil
 }

@@ -28,7 +28,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/internal/openapitest"
 	"github.com/countersign/countersign/internal/redistest"
+	"go.opentelemetry.io/otel/trace"
 )
 
 const testAPIKey = "cs_test_key_for_end_to_end_tests_only"
@@ -50,6 +52,8 @@ type serviceOpts struct {
 	RedisURL string
 	Workers  int
 	Now      func() time.Time
+	// Tracer records the service's spans (default: none).
+	Tracer trace.TracerProvider
 }
 
 type testService struct {
@@ -61,6 +65,29 @@ type testService struct {
 	APIKey     string
 	opts       serviceOpts
 	closed     bool
+}
+
+// apiCheck validates every response of every service the tests start
+// against the OpenAPI description (web/openapi.json): it is
+// http.DefaultTransport for this package's tests, so the harness's calls,
+// the browser, the Go client inside countersign mcp and countersign ops
+// all go through it. An undescribed status code or field fails the test
+// that started the service.
+var apiCheck *openapitest.Transport
+
+func TestMain(m *testing.M) {
+	tr, err := openapitest.NewTransport(http.DefaultTransport)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	apiCheck = tr
+	http.DefaultTransport = tr
+	code := m.Run()
+	if code == 0 && testing.Verbose() {
+		fmt.Printf("openapi: %d responses validated against web/openapi.json\n", tr.Checked())
+	}
+	os.Exit(code)
 }
 
 // startService starts the whole service and stops it when t ends.
@@ -89,13 +116,14 @@ func startService(t testing.TB, o serviceOpts) *testService {
 	s := &testService{Stderr: &syncBuffer{}, Transcript: &syncBuffer{}, RedisURL: o.RedisURL, APIKey: testAPIKey, opts: o}
 	s.Main = &Main{
 		Env:    func(k string) (string, bool) { v, ok := env[k]; return v, ok },
-		Stderr: s.Stderr, Workers: o.Workers, Now: o.Now,
+		Stderr: s.Stderr, Workers: o.Workers, Now: o.Now, TracerProvider: o.Tracer,
 	}
 	if err := s.Main.Open(context.Background()); err != nil {
 		_ = s.Main.Close()
 		t.Fatalf("start service: %v\n%s", err, s.Stderr.String())
 	}
 	t.Cleanup(func() { s.stop(t) })
+	apiCheck.Watch(t, s.URL())
 	return s
 }
 
@@ -227,16 +255,25 @@ var consoleLinkRE = regexp.MustCompile(`approver:\s+.*\((\S+)\)[\s\S]*?operation
 // approver for operation key, and returns it.
 func (s *testService) consoleLink(t testing.TB, key, approver string) string {
 	t.Helper()
+	return consoleLinkOf(t, key, approver, s)
+}
+
+// consoleLinkOf finds the link in whichever replica's console (terminal)
+// printed it: any replica's workers may deliver it.
+func consoleLinkOf(t testing.TB, key, approver string, replicas ...*testService) string {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		for _, m := range consoleLinkRE.FindAllStringSubmatch(s.Stderr.String(), -1) {
-			if m[1] == approver && m[2] == key {
-				return m[3]
+		for _, s := range replicas {
+			for _, m := range consoleLinkRE.FindAllStringSubmatch(s.Stderr.String(), -1) {
+				if m[1] == approver && m[2] == key {
+					return m[3]
+				}
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("no console link for %s on %s in:\n%s", approver, key, s.Stderr.String())
+	t.Fatalf("no console link for %s on %s in:\n%s", approver, key, replicas[0].Stderr.String())
 	return ""
 }
 

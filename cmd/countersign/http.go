@@ -40,7 +40,7 @@ func httpTargets(file *config.File, env func(string) (string, bool)) ([]httpreq.
 			AllowPrivate: t.Private(), Timeout: time.Duration(t.Timeout), MaxBodyBytes: t.MaxBodyBytes,
 		}
 		for _, a := range t.Allow {
-			ht.Allow = append(ht.Allow, httpreq.Rule{Method: a.Method, Path: a.Path})
+			ht.Allow = append(ht.Allow, httpreq.Rule{Method: a.Method, Path: a.Path, Query: a.Query})
 		}
 		out = append(out, ht)
 	}

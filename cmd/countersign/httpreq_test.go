@@ -78,7 +78,7 @@ func TestCheckConfigExplainsHTTPRequestSample(t *testing.T) {
 	path := httpreqConfig(t, "http://127.0.0.1:1")
 	env := func(string) (string, bool) { return "", false } // no secrets needed to check a file
 	var out bytes.Buffer
-	err := checkConfig([]string{"--action", "http.request", "--principal", "support-agent",
+	err := checkConfigArgs([]string{"--action", "http.request", "--principal", "support-agent",
 		"--input", `{"target":"billing","method":"POST","path":"/invoices","body":{"amount":250}}`, path}, env, &out)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestCheckConfigExplainsHTTPRequestSample(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if err := checkConfig([]string{"--action", "http.request", "--principal", "support-agent",
+	if err := checkConfigArgs([]string{"--action", "http.request", "--principal", "support-agent",
 		"--input", `{"target":"billing","method":"POST","path":"/invoices","body":{"amount":5000}}`, path}, env, &out); err != nil {
 		t.Fatal(err)
 	}
@@ -105,14 +105,14 @@ func TestCheckConfigExplainsHTTPRequestSample(t *testing.T) {
 		t.Errorf("big invoice:\n%s", out.String())
 	}
 	out.Reset()
-	if err := checkConfig([]string{"--action", "http.request", "--principal", "support-agent",
+	if err := checkConfigArgs([]string{"--action", "http.request", "--principal", "support-agent",
 		"--input", `{"target":"calendar","method":"PATCH","path":"/events/1","body":{}}`, path}, env, &out); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), `→ route "calendar": 1 of [grace] via console`) {
 		t.Errorf("calendar (sam is left out: forbid_self_approval):\n%s", out.String())
 	}
-	err = checkConfig([]string{"--action", "http.request", "--principal", "support-agent", "--input", `{"target":"x","method":"PATCH","path":"//evil"}`, path}, env, &out)
+	err = checkConfigArgs([]string{"--action", "http.request", "--principal", "support-agent", "--input", `{"target":"x","method":"PATCH","path":"//evil"}`, path}, env, &out)
 	if err == nil || !strings.Contains(err.Error(), "absolute_url") && !strings.Contains(err.Error(), "not a URL") {
 		t.Errorf("bad sample input: %v", err)
 	}

@@ -5,17 +5,38 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/url"
-	"runtime/debug"
 	"time"
 
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/mcpserver"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
 )
+
+func init() { register(newMCPCmd) }
+
+func newMCPCmd(c *cli) *cobra.Command {
+	return &cobra.Command{
+		Use:   "mcp",
+		Short: "MCP over stdio for hosts that spawn servers, bridging to a running serve",
+		Long: `countersign mcp speaks MCP over stdin/stdout for hosts that start a process
+(Claude Desktop, Claude Code, VS Code, Cursor) and calls a running countersign serve
+over its REST API with the principal's API key. It reads only two variables:
+
+  COUNTERSIGN_URL       where serve is, e.g. http://127.0.0.1:8080
+  COUNTERSIGN_API_KEY   the agent's API key (serve prints dev-agent's in development mode)
+
+It holds no Slack, SMTP, target or link secrets. Logs go to stderr.`,
+		Example: `  COUNTERSIGN_URL=http://127.0.0.1:8080 COUNTERSIGN_API_KEY=cs_… countersign mcp`,
+		Args:    argsUsage(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runMCP(cmd.Context(), c.env, c.stdin, c.stdout, c.stderr)
+		},
+	}
+}
 
 // runMCP is `countersign mcp`: the MCP tools over stdio for hosts that
 // spawn servers (Claude Desktop, Claude Code, VS Code, Cursor), bridging
@@ -24,7 +45,7 @@ import (
 // no Slack, SMTP, target or link secrets and never sees a capability.
 // stdout carries the protocol only; logs go to stderr.
 func runMCP(ctx context.Context, env func(string) (string, bool), stdin io.Reader, stdout, stderr io.Writer) error {
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := newLogger(stderr)
 	base, _ := env("COUNTERSIGN_URL")
 	key, _ := env("COUNTERSIGN_API_KEY")
 	if base == "" {
@@ -76,12 +97,4 @@ func loopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// buildVersion is the module version the binary was built from, or "dev".
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
 }

@@ -294,10 +294,8 @@ func twoReplicaLoop(t *testing.T, a, b *testService, approver, tool string, args
 			names = append(names, tool.Name)
 		}
 		sort.Strings(names)
-		want := slices.Clone(mcpserver.ToolNames)
-		sort.Strings(want)
-		if !slices.Equal(names, want) {
-			t.Fatalf("replica %d tools = %v", i, names)
+		if want := toolsThatCanRun(a.Service.ActionNames()); !slices.Equal(names, want) {
+			t.Fatalf("replica %d tools = %v, want %v", i, names, want)
 		}
 	}
 
@@ -391,6 +389,7 @@ func TestMCPErrorsEndToEnd(t *testing.T) {
 	}
 
 	cs := mcpHTTP(t, srv, srv.APIKey, wire)
+	listed := toolsThatCanRun(srv.Service.ActionNames())
 	unknown := "op_" + strings.Repeat("b", 26)
 	// One operation awaits approval, so that a link exists which none of
 	// the failure cases may reveal.
@@ -424,6 +423,14 @@ func TestMCPErrorsEndToEnd(t *testing.T) {
 		{"get_operation_status", map[string]any{"operation_key": pending, "wait_seconds": 99}, approval.CodeInvalidInput},
 		{"send_operation", map[string]any{"operation_key": pending, "approve": true}, approval.CodeInvalidInput},
 	} {
+		if !slices.Contains(listed, c.tool) {
+			// Not listed here (its action is not configured): the client
+			// is told the tool does not exist, and nothing is stored.
+			if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.tool, Arguments: c.args}); err == nil {
+				t.Errorf("%s is not listed, yet the call succeeded", c.tool)
+			}
+			continue
+		}
 		mcpFails(t, cs, c.tool, c.args, c.code)
 	}
 	stored := 0 // the pending operation, when there is one
@@ -959,10 +966,108 @@ func TestMCPTypeScriptSDKThroughServe(t *testing.T) {
 			t.Errorf("%s: %s lacks %s", want.step, steps[want.step], want.text)
 		}
 	}
-	var tools []any
+	// Development mode has email.send only: the tools that can run, and
+	// request_allowance (it asks a human; allowances can cover email.send).
+	var tools []struct {
+		Name string `json:"name"`
+	}
 	must(t, json.Unmarshal(steps["tools"], &tools))
-	if len(tools) != len(mcpserver.ToolNames) {
-		t.Errorf("%d tools over the TypeScript SDK", len(tools))
+	var names []string
+	for _, tool := range tools {
+		names = append(names, tool.Name)
+	}
+	slices.Sort(names)
+	if want := []string{"cancel_operation", "get_operation_status", "list_operations", "prepare_email", "request_allowance", "send_operation"}; !slices.Equal(names, want) {
+		t.Errorf("tools over the TypeScript SDK in development mode: %v, want %v", names, want)
+	}
+	// A refusal tells an OAuth-capable client that a bearer API key is
+	// needed, through RFC 9728 metadata naming no authorization server.
+	var auth struct {
+		Status              int    `json:"status"`
+		Challenge           string `json:"challenge"`
+		ResourceMetadataURL string `json:"resourceMetadataUrl"`
+		Metadata            struct {
+			Resource             string   `json:"resource"`
+			AuthorizationServers []string `json:"authorization_servers"`
+			BearerMethods        []string `json:"bearer_methods_supported"`
+			ResourceName         string   `json:"resource_name"`
+		} `json:"metadata"`
+	}
+	must(t, json.Unmarshal(steps["auth"], &auth))
+	if auth.Status != 401 || auth.ResourceMetadataURL != srv.URL()+"/.well-known/oauth-protected-resource/mcp" ||
+		!strings.Contains(auth.Challenge, "API key") || auth.Metadata.Resource != srv.URL()+"/mcp" ||
+		len(auth.Metadata.AuthorizationServers) != 0 || !slices.Equal(auth.Metadata.BearerMethods, []string{"header"}) ||
+		!strings.Contains(auth.Metadata.ResourceName, "Authorization: Bearer") {
+		t.Errorf("the SDK's view of a refusal: %s", steps["auth"])
 	}
 	scanForLinks(t, linkSecrets(link), map[string]string{"TypeScript client output": out.String(), "log": srv.Stderr.String()})
+}
+
+// TestMCPNewestProtocolThroughServe: the TypeScript SDK v2 client (with
+// version negotiation on) and the Go SDK client both get the newest
+// revision the Go SDK supports (2026-07-28) from /mcp of the whole
+// service, and use the tools at it.
+func TestMCPNewestProtocolThroughServe(t *testing.T) {
+	srv := startService(t, serviceOpts{})
+	newest := mcp.SupportedProtocolVersions()[0]
+	cs := mcpHTTP(t, srv, srv.APIKey, &syncBuffer{})
+	if got := cs.InitializeResult().ProtocolVersion; got != newest {
+		t.Errorf("Go SDK client negotiated %s, want %s", got, newest)
+	}
+	mcpOK(t, cs, mcpserver.ToolListOperations, map[string]any{})
+
+	node, err := exec.LookPath("node")
+	dir, _ := filepath.Abs("../../mcpserver/testdata/tsclient")
+	if err == nil {
+		_, err = os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "client"))
+	}
+	if err != nil {
+		t.Skip("node or the TypeScript SDK v2 client is not installed: run npm ci in mcpserver/testdata/tsclient")
+	}
+	cmd := exec.Command(node, "modern.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "MCP_URL="+srv.URL()+"/mcp", "API_KEY="+srv.APIKey)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	raw, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node modern.mjs: %v\n%s", err, stderr.String())
+	}
+	steps := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var s struct {
+			Step  string          `json:"step"`
+			Value json.RawMessage `json:"value"`
+		}
+		must(t, json.Unmarshal([]byte(l), &s))
+		steps[s.Step] = string(s.Value)
+	}
+	for step, want := range map[string]string{
+		"unauthenticated": "401", "negotiated": `"version":"` + newest + `"`, "tools": `"prepare_email"`,
+		"prepare": `"status":"draft"`,
+	} {
+		if !strings.Contains(steps[step], want) {
+			t.Errorf("TypeScript SDK v2 %s: %s lacks %s", step, steps[step], want)
+		}
+	}
+}
+
+// toolsThatCanRun are the tools /mcp lists for a service with these
+// actions, sorted.
+func toolsThatCanRun(actions []string) []string {
+	out := []string{mcpserver.ToolSendOperation, mcpserver.ToolGetOperationStatus, mcpserver.ToolCancelOperation, mcpserver.ToolListOperations}
+	for tool, action := range map[string]string{mcpserver.ToolPrepareEmail: mcpserver.ActionEmailSend,
+		mcpserver.ToolPrepareSlackMessage: mcpserver.ActionSlackPostMessage, mcpserver.ToolPrepareHTTPRequest: mcpserver.ActionHTTPRequest} {
+		if slices.Contains(actions, action) {
+			out = append(out, tool)
+		}
+	}
+	if slices.Contains(actions, mcpserver.ActionSlackPostMessage) || slices.Contains(actions, mcpserver.ActionHTTPRequest) {
+		out = append(out, mcpserver.ToolPrepareUndo)
+	}
+	if slices.Contains(actions, "allowance.grant") {
+		out = append(out, mcpserver.ToolRequestAllowance)
+	}
+	sort.Strings(out)
+	return out
 }

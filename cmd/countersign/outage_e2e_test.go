@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -9,11 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/internal/redistest"
 )
 
 // cutProxy forwards TCP to a Redis and can cut it: down closes every
-// connection and refuses new ones; up accepts again on the same address.
+// connection and refuses new ones; stall accepts connections and never
+// answers (as a paused Redis does); up forwards again on the same address.
 type cutProxy struct {
 	t      *testing.T
 	target string
@@ -30,7 +33,12 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 	return p
 }
 
-func (p *cutProxy) up() {
+func (p *cutProxy) up() { p.listen(true) }
+
+func (p *cutProxy) stall() { p.listen(false) }
+
+func (p *cutProxy) listen(forward bool) {
+	p.down()
 	addr := p.addr
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -45,6 +53,12 @@ func (p *cutProxy) up() {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if !forward {
+				p.mu.Lock()
+				p.conns = append(p.conns, c) // held open, never answered
+				p.mu.Unlock()
+				continue
 			}
 			r, err := net.Dial("tcp", p.target)
 			if err != nil {
@@ -132,5 +146,88 @@ func TestRedisOutage(t *testing.T) {
 	}
 	if o := srv.waitFor(t, before.Key, "rejected"); o.Approval.Rejection.Reason != "after the outage" {
 		t.Fatalf("%+v", o.Approval.Rejection)
+	}
+}
+
+// TestRedisStallAnswersInTime: with Redis accepting connections but never
+// answering (paused), the approval page, the REST API and MCP each answer
+// 503 unavailable within 5 s, and no log line or answer carries the link
+// (the leak scan covers the outage). Once Redis answers again, the same
+// link works.
+func TestRedisStallAnswersInTime(t *testing.T) {
+	redisURL, err := url.Parse(redistest.Start(t).URL)
+	must(t, err)
+	proxy := newCutProxy(t, redisURL.Host)
+	redisURL.Host = proxy.addr
+	cfg := strings.Replace(loopConfig(1, "console"), "  email.send: {max_recipients: 3, allowed_domains: [client.example]}\n", "", 1)
+	cfg = strings.Replace(cfg, "limits:\n", "", 1)
+	srv := startService(t, serviceOpts{Config: cfg, RedisURL: redisURL.String(), Env: map[string]string{"COUNTERSIGN_SMTP_URL": "smtp://127.0.0.1:1?tls=none"}})
+	o := srv.prepareSend(t, `{"action":"email.send","input":{"to":["client@client.example"],"subject":"s","text":"t"}}`)
+	link := srv.consoleLink(t, o.Key, "grace")
+	cs := mcpHTTP(t, srv, srv.APIKey, &syncBuffer{})
+	b := newBrowser()
+	if st, _, _ := b.do(t, "GET", link, nil); st != 200 {
+		t.Fatalf("page before the stall: %d", st)
+	}
+
+	proxy.stall()
+	timed := func(name string, f func() (ok bool, detail string)) {
+		t.Helper()
+		start := time.Now()
+		ok, detail := f()
+		took := time.Since(start)
+		t.Logf("%s with Redis stalled: %s after %s", name, detail, took.Round(time.Millisecond))
+		if !ok || took > 5*time.Second {
+			t.Errorf("%s: %s after %s, want unavailable within 5 s", name, detail, took)
+		}
+	}
+	timed("page", func() (bool, string) {
+		st, page, h := b.do(t, "GET", link, nil)
+		return st == 503 && h.Get("X-Frame-Options") == "DENY" && !strings.Contains(page, "goroutine"), fmt.Sprint(st)
+	})
+	timed("page POST", func() (bool, string) {
+		st, _, _ := b.do(t, "POST", link, url.Values{"_csrf": {"x"}, "decision": {"approve"}})
+		return st == 503, fmt.Sprint(st)
+	})
+	for _, c := range []struct{ method, path, body string }{
+		{"GET", "/v1/operations/" + o.Key, ""},
+		{"GET", "/v1/operations/" + o.Key + "?wait=2", ""},
+		{"POST", "/v1/operations", `{"action":"email.send","input":{"to":["client@client.example"],"subject":"s","text":"t"}}`},
+	} {
+		timed(c.method+" "+c.path, func() (bool, string) {
+			st, b := srv.call(t, c.method, c.path, srv.APIKey, c.body)
+			return st == 503 && decode[apiError](t, b).Error.Code == "unavailable", fmt.Sprintf("%d %s", st, b)
+		})
+	}
+	for _, c := range []struct {
+		tool string
+		args any
+	}{
+		{"get_operation_status", map[string]any{"operation_key": o.Key}},
+		{"prepare_email", map[string]any{"to": []string{"client@client.example"}, "subject": "s", "text": "t"}},
+	} {
+		timed("MCP "+c.tool, func() (bool, string) {
+			out := mcpCall(t, cs, c.tool, c.args)
+			if out.err == nil {
+				return false, "no error"
+			}
+			return out.err.Code == approval.CodeUnavailable, string(out.err.Code)
+		})
+	}
+	if !strings.Contains(srv.Stderr.String(), `"path":"/a/…redacted"`) {
+		t.Errorf("the page's outage was not logged with a redacted path")
+	}
+	assertNoCapabilities(t, []string{link}, map[string]string{"responses": srv.Transcript.String(), "log": srv.Stderr.String()})
+
+	proxy.up()
+	deadline := time.Now().Add(10 * time.Second)
+	for st, _ := srv.call(t, "GET", "/readyz", "", ""); st != 200; st, _ = srv.call(t, "GET", "/readyz", "", "") {
+		if time.Now().After(deadline) {
+			t.Fatal("not ready 10 s after Redis came back")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st, _ := b.decide(t, link, "approve", ""); st != 200 {
+		t.Fatalf("decide after the stall: %d", st)
 	}
 }

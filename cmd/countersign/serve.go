@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,13 +15,17 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/config"
+	"github.com/countersign/countersign/internal/telemetry"
 	"github.com/countersign/countersign/notify/console"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/web"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Main is one running service: everything `countersign serve` starts,
@@ -36,15 +39,26 @@ type Main struct {
 	Workers int
 	// Now overrides the clock (tests).
 	Now func() time.Time
+	// TracerProvider overrides the tracing that OTEL_EXPORTER_OTLP_ENDPOINT
+	// configures (tests record spans in memory).
+	TracerProvider trace.TracerProvider
 
 	// Set by Open.
 	Addr      string // the address it listens on
 	PublicURL string
 	DevAPIKey string // development mode only
+	// DevOperatorKey is dev-operator's key (development mode only).
+	DevOperatorKey string
+	// DebugAddr is where the pprof listener is (COUNTERSIGN_DEBUG_LISTEN), or "".
+	DebugAddr string
 	Service   *approval.Service
 	Store     *store.Redis
 
+	// ReceiptKeyID is the kid that signs receipts.
+	ReceiptKeyID string
+
 	log     *slog.Logger
+	tracing *telemetry.Tracing
 	rdb     redis.UniversalClient
 	mini    *miniredis.Miniredis
 	server  *web.Server
@@ -52,6 +66,40 @@ type Main struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	closers []func() error
+}
+
+func init() { register(newServeCmd) }
+
+func newServeCmd(c *cli) *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve",
+		Short: "Run the service: REST API, approval pages, Slack, Teams, MCP at /mcp, workers, metrics",
+		Long: `countersign serve runs the service until it is stopped (SIGINT or SIGTERM).
+
+Without COUNTERSIGN_CONFIG it runs in development mode: an embedded in-memory Redis
+(unless COUNTERSIGN_REDIS_URL is set), a principal dev-agent and an operator
+dev-operator whose keys are printed at start (fixed with COUNTERSIGN_DEV_API_KEY and
+COUNTERSIGN_DEV_OPERATOR_KEY), one approver "you" whose approval links are printed
+here, and email.send delivering to /dev/mail unless COUNTERSIGN_SMTP_URL is set.
+
+It takes no flags: configuration is the environment, among others
+  COUNTERSIGN_LISTEN       listen address (default 127.0.0.1:8080)
+  COUNTERSIGN_PUBLIC_URL   base URL of approval links
+  COUNTERSIGN_CONFIG       the YAML policy file
+  COUNTERSIGN_REDIS_URL    redis://, rediss://, redis-sentinel:// or a cluster's addresses
+  COUNTERSIGN_LINK_KEYS    kid:base64key[,…] shared by all replicas
+  COUNTERSIGN_WRITES       on (default) or off, the kill switch
+  COUNTERSIGN_SMTP_URL     smtp:// or smtps:// for approval emails and email.send
+  SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET   the Slack app (SLACK_APP_TOKEN: Socket Mode)
+  TEAMS_APP_ID, TEAMS_APP_PASSWORD, TEAMS_TENANT_ID   the Microsoft Teams bot
+See README.md for all of them.`,
+		Example: `  countersign serve
+  COUNTERSIGN_DEV_API_KEY=devkey countersign serve`,
+		Args: argsUsage(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return serve(cmd.Context(), c.env, c.stderr)
+		},
+	}
 }
 
 func serve(ctx context.Context, env func(string) (string, bool), stderr io.Writer) error {
@@ -84,8 +132,11 @@ func (m *Main) Open(ctx context.Context) error {
 			m.Workers = n
 		}
 	}
-	m.log = slog.New(slog.NewJSONHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	m.log = newLogger(m.Stderr)
 	useRedisLogger(m.log)
+	if err := m.debugListen(); err != nil {
+		return err
+	}
 	now := m.Now
 	if now == nil {
 		now = time.Now
@@ -110,6 +161,15 @@ func (m *Main) Open(ctx context.Context) error {
 		}
 		m.DevAPIKey = key
 		policy.Principals[0].KeyHash = apiKeyHash(key)
+		opKey := m.get("COUNTERSIGN_DEV_OPERATOR_KEY", "")
+		if opKey == "" {
+			opKey, _ = newOperatorKey()
+		}
+		if opKey == key {
+			return errors.New("COUNTERSIGN_DEV_OPERATOR_KEY must differ from COUNTERSIGN_DEV_API_KEY: an operator key never works on the agent API")
+		}
+		m.DevOperatorKey = opKey
+		policy.Operators[0].KeyHash = apiKeyHash(opKey)
 	}
 
 	writes := true
@@ -119,6 +179,17 @@ func (m *Main) Open(ctx context.Context) error {
 		writes = false
 	default:
 		return fmt.Errorf("COUNTERSIGN_WRITES must be on or off, not %q", w)
+	}
+
+	// Telemetry first: the store's client reports its errors and spans.
+	if err := m.openTelemetry(ctx); err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := telemetry.NewMetrics(reg, buildVersion())
+	if err != nil {
+		return err
 	}
 
 	// Store.
@@ -137,12 +208,27 @@ func (m *Main) Open(ctx context.Context) error {
 		m.closers = append(m.closers, func() error { stop(); return nil })
 	}
 	m.closers = append(m.closers, m.rdb.Close)
+	m.rdb.AddHook(telemetry.NewRedisHook(metrics, m.tracing.Provider))
 	m.Store = store.New(m.rdb, m.log)
+	m.Store.OnDecodeError = metrics.OnDecodeError
 	m.closers = append(m.closers, m.Store.Close)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := m.Store.Ping(pctx); err != nil {
 		return fmt.Errorf("redis is not reachable: %w", err)
+	}
+	if err := m.Store.Init(pctx, file.Settings.Shards); err != nil {
+		return err
+	}
+	if !dev {
+		// An evicted key is a lost operation: refuse such a Redis.
+		warnings, err := m.Store.Check(pctx)
+		if err != nil {
+			return err
+		}
+		for _, w := range warnings {
+			m.log.Warn(w)
+		}
 	}
 
 	// Listener first: the public URL defaults to the bound address.
@@ -153,6 +239,12 @@ func (m *Main) Open(ctx context.Context) error {
 	m.ln = ln
 	m.Addr = ln.Addr().String()
 	m.PublicURL = strings.TrimRight(m.get("COUNTERSIGN_PUBLIC_URL", "http://"+m.Addr), "/")
+	if m.get("COUNTERSIGN_PUBLIC_URL", "") == "" {
+		if host, _, _ := net.SplitHostPort(m.Addr); !dev || net.ParseIP(host).IsUnspecified() {
+			m.log.Warn("COUNTERSIGN_PUBLIC_URL is not set: approval links and receipts name " + m.PublicURL +
+				", the address this process listens on, which approvers on other machines cannot open; set it to the URL people reach the service at")
+		}
+	}
 
 	links := approval.RandomKeyring()
 	if k := m.get("COUNTERSIGN_LINK_KEYS", ""); k != "" {
@@ -164,14 +256,25 @@ func (m *Main) Open(ctx context.Context) error {
 		m.log.Warn("COUNTERSIGN_LINK_KEYS is not set: using a random key; links die with this process and replicas will not accept each other's links")
 	}
 
-	// Audit log and metrics subscribe to every event.
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	events := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "countersign_events_total", Help: "Audit events by event name and resulting status.",
-	}, []string{"event", "status"})
-	reg.MustRegister(events)
-	audit, err := m.auditWriter()
+	receipts, generated, err := m.receiptSigner()
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	m.ReceiptKeyID = receipts.KeyID()
+	if generated && !dev {
+		m.log.Warn("COUNTERSIGN_RECEIPT_KEYS is not set: receipts are signed with a generated key that dies with this process; replicas publish different keys", "kid", receipts.KeyID())
+	}
+
+	principals := make([]string, len(policy.Principals))
+	for i, p := range policy.Principals {
+		principals[i] = p.ID
+	}
+	if err := telemetry.RegisterGauges(reg, m.Store, func() []string { return principals }, now); err != nil {
+		ln.Close()
+		return err
+	}
+	auditOut, err := m.auditOutput()
 	if err != nil {
 		ln.Close()
 		return err
@@ -183,14 +286,31 @@ func (m *Main) Open(ctx context.Context) error {
 		return err
 	}
 	m.closers = append(m.closers, eff.close...)
-	svc, err := approval.NewService(approval.Config{
-		Store: m.Store, Policy: policy, Actions: eff.actions, Notifiers: eff.notifiers, Links: links,
-		PublicURL: m.PublicURL, Now: now, Writes: func() bool { return writes }, Logger: m.log,
-		OnEvent: []func(approval.Event){
-			audit,
-			func(e approval.Event) { events.WithLabelValues(e.Event, string(e.Status)).Inc() },
-		},
+	ppl, err := m.peopleFor(file, m.PublicURL)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	hooks, err := m.callbacks(file)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	var cbs approval.Callbacks
+	if hooks != nil {
+		cbs = hooks
+	}
+	// The service sees the store, channels and actions measured and traced.
+	traced := telemetry.TraceStore(m.Store, m.tracing.Provider)
+	svc, err := approval.NewService(approval.Config{Passkeys: ppl.passkeys,
+		Callbacks: cbs, OnCallback: metrics.OnCallback,
+		Store: traced, Policy: policy, Links: links,
+		Actions:   telemetry.WrapActions(eff.actions, metrics, m.tracing.Provider),
+		Notifiers: telemetry.WrapNotifiers(eff.notifiers, metrics, m.tracing.Provider),
+		Receipts:  receipts, PublicURL: m.PublicURL, Now: now, Writes: func() bool { return writes }, Logger: m.log,
+		OnEvent:  []func(approval.Event){metrics.OnEvent},
 		DraftTTL: time.Duration(file.Settings.DraftTTL), Retention: time.Duration(file.Settings.Retention),
+		DraftRetention: time.Duration(file.Settings.DraftRetention),
 	})
 	if err != nil {
 		ln.Close()
@@ -199,8 +319,11 @@ func (m *Main) Open(ctx context.Context) error {
 	m.Service = svc
 
 	m.server, err = web.New(web.Config{
-		Service: svc, Limiter: m.Store, Ready: m.Store.Ping, PublicURL: m.PublicURL, Registry: reg,
-		Logger: m.log, DevMail: eff.devMail, Mounts: eff.mounts(svc, m), APIRate: file.Settings.APIRate,
+		Service: svc, Limiter: m.Store, Ready: m.Store.Ready, PublicURL: m.PublicURL, Registry: reg,
+		Logger: m.log, DevMail: eff.devMail, Mounts: eff.mounts(svc, m),
+		JWKS: receipts.JWKS(), TrustedProxies: strings.Split(m.get("COUNTERSIGN_TRUSTED_PROXIES", ""), ","),
+		SignIn: ppl.signIn, Sessions: m.Store, SessionTTL: ppl.sessionTTL,
+		Tracer: m.tracing.Provider, BodyLimit: int(file.Settings.MaxRequestBytes),
 	})
 	if err != nil {
 		ln.Close()
@@ -216,14 +339,21 @@ func (m *Main) Open(ctx context.Context) error {
 		}
 	}()
 	if m.Workers > 0 {
-		m.wg.Add(2)
-		go func() { defer m.wg.Done(); svc.RunWorkers(wctx, m.Store, hostname(), m.Workers) }()
+		// The audit log is written off the request path, from Redis, where
+		// every event already is: one replica at a time seals it.
+		sealer := &audit.Sealer{Source: m.Store, Out: auditOut, Signer: receipts, Log: m.log, Now: now, Holder: hostname() + "-" + approval.RandomToken(4)}
+		m.wg.Add(3)
+		go func() { defer m.wg.Done(); svc.RunWorkers(wctx, traced, hostname(), m.Workers) }()
 		go func() { defer m.wg.Done(); svc.RunTimers(wctx, m.Store, 250*time.Millisecond) }()
+		go func() { defer m.wg.Done(); sealer.Run(wctx) }()
 	}
 	m.log.Info("countersign serving", "listen", m.Addr, "public_url", m.PublicURL, "writes", writes,
 		"development", dev, "actions", svc.ActionNames())
 	if dev {
 		m.devBanner()
+	}
+	if !dev && len(policy.Operators) == 0 {
+		m.log.Info("the policy file has no operators: the admin API and countersign ops cannot be used (countersign keygen --operator)")
 	}
 	if m.mini != nil && !dev {
 		m.log.Warn("COUNTERSIGN_REDIS_URL is not set: using an embedded in-memory Redis; ALL DATA IS LOST ON EXIT")
@@ -236,27 +366,18 @@ func hostname() string {
 	return fmt.Sprintf("%s-%d", h, os.Getpid())
 }
 
-// auditWriter writes each event as one JSON line to stderr, or to the
-// file named by COUNTERSIGN_AUDIT_FILE.
-func (m *Main) auditWriter() (func(approval.Event), error) {
-	w := m.Stderr
+// auditOutput is where the sealed audit log goes: stderr, or the file
+// named by COUNTERSIGN_AUDIT_FILE (appended to).
+func (m *Main) auditOutput() (io.Writer, error) {
 	if path := m.get("COUNTERSIGN_AUDIT_FILE", ""); path != "" {
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("audit file: %w", err)
 		}
 		m.closers = append(m.closers, f.Close)
-		w = f
+		return f, nil
 	}
-	var mu sync.Mutex
-	return func(e approval.Event) {
-		line, _ := json.Marshal(struct {
-			Audit approval.Event `json:"audit"`
-		}{e})
-		mu.Lock()
-		defer mu.Unlock()
-		_, _ = w.Write(append(line, '\n'))
-	}, nil
+	return m.Stderr, nil
 }
 
 func (m *Main) devBanner() {
@@ -270,11 +391,21 @@ func (m *Main) devBanner() {
    store:     %s
    API:       %s/v1/operations
    agent:     dev-agent, API key: %s
+   operator:  dev-operator, operator key: %s
+              (COUNTERSIGN_URL=%s COUNTERSIGN_OPERATOR_KEY=<that key> countersign ops list)
    approver:  "you" - approval links are printed here, never sent to the agent
    email:     email.send delivers to %s
+   receipts:  signed with %s, published at %s/.well-known/jwks.json
 ==========================================================================
 
-`, storeNote, m.PublicURL, m.DevAPIKey, m.devMailNote())
+`, storeNote, m.PublicURL, m.DevAPIKey, m.DevOperatorKey, m.PublicURL, m.devMailNote(), m.receiptNote(), m.PublicURL)
+}
+
+func (m *Main) receiptNote() string {
+	if m.get("COUNTERSIGN_RECEIPT_KEYS", "") != "" {
+		return "key " + m.ReceiptKeyID + " from COUNTERSIGN_RECEIPT_KEYS"
+	}
+	return "a key generated at start (kid " + m.ReceiptKeyID + "; it dies with this process)"
 }
 
 func (m *Main) devMailNote() string {
@@ -285,10 +416,11 @@ func (m *Main) devMailNote() string {
 }
 
 // devConfig is the policy of development mode: one agent allowed every
-// action, one approver "you" reached through the console.
+// action, one operator, one approver "you" reached through the console.
 func devConfig() *config.File {
 	return &config.File{
 		Principals: []config.PrincipalSpec{{ID: "dev-agent", Scopes: []string{"*"}}},
+		Operators:  []config.OperatorSpec{{ID: "dev-operator"}},
 		Approvers:  []config.ApproverSpec{{ID: "you", Name: "You (development)"}},
 		Routes: []config.RouteSpec{{Name: "development", Approvers: config.Who{IDs: []string{"you"}},
 			Required: 1, Notify: []string{"console"}}},
@@ -324,6 +456,14 @@ func (m *Main) Close() error {
 	}
 	m.closers = nil
 	m.mini = nil
+	if m.tracing != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := m.tracing.Shutdown(ctx); err != nil {
+			m.log.Warn("exporting the last spans failed", "err", err)
+		}
+		cancel()
+		m.tracing = nil
+	}
 	return errors.Join(errs...)
 }
 
@@ -351,7 +491,7 @@ func (m *Main) effects(file *config.File, dev bool) (*effects, error) {
 	}}
 	// One function per family of effects, each in its own file.
 	for _, add := range []func(*effects, *config.File, bool) error{
-		m.emailEffects, m.slackEffects, m.httpEffects, m.webhookEffects, m.mcpEffects,
+		m.emailEffects, m.slackEffects, m.teamsEffects, m.httpEffects, m.webhookEffects, m.mcpEffects,
 	} {
 		if err := add(e, file, dev); err != nil {
 			return nil, err

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/countersign/countersign/action/slackpost"
@@ -21,32 +22,42 @@ import (
 )
 
 // slackEffects wires Slack when SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET
-// are set: the "slack" channel (approval messages in channels and DMs,
-// edited as operations move on), the slack.post_message action with its
-// undo slack.delete_message, and POST /slack/interactions for the
-// buttons. COUNTERSIGN_SLACK_API_URL points the Web API elsewhere (tests
-// use a fake). Routes that notify slack without the credentials fail the
-// start rather than drop notifications.
+// (or SLACK_APP_TOKEN) are set: the "slack" channel (approval messages in
+// channels and DMs, edited as operations move on), the slack.post_message
+// action with its undo slack.delete_message, and the buttons' clicks: over
+// POST /slack/interactions (signed with the signing secret) and, with an
+// app-level token, over Socket Mode (no public URL needed).
+// COUNTERSIGN_SLACK_API_URL points the Web API elsewhere (tests use a
+// fake). Routes that notify slack without the credentials fail the start
+// rather than drop notifications.
 func (m *Main) slackEffects(e *effects, file *config.File, dev bool) error {
-	token, secret := m.get("SLACK_BOT_TOKEN", ""), m.get("SLACK_SIGNING_SECRET", "")
-	if token == "" || secret == "" {
+	token, secret, appToken := m.get("SLACK_BOT_TOKEN", ""), m.get("SLACK_SIGNING_SECRET", ""), m.get("SLACK_APP_TOKEN", "")
+	if token == "" || (secret == "" && appToken == "") {
 		switch {
 		case token != "":
-			return errors.New("SLACK_BOT_TOKEN is set but SLACK_SIGNING_SECRET is not: set both to enable Slack")
+			return errors.New("SLACK_BOT_TOKEN is set but SLACK_SIGNING_SECRET is not: set both to enable Slack (or SLACK_APP_TOKEN for Socket Mode)")
 		case secret != "":
 			return errors.New("SLACK_SIGNING_SECRET is set but SLACK_BOT_TOKEN is not: set both to enable Slack")
+		case appToken != "":
+			return errors.New("SLACK_APP_TOKEN is set but SLACK_BOT_TOKEN is not: Socket Mode needs both")
 		case slices.Contains(file.Channels(), "slack"):
-			return errors.New("routes notify slack, but SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET are not set (see docs/slack.md)")
+			return errors.New("routes notify slack, but SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET (or SLACK_APP_TOKEN) are not set (see docs/slack.md)")
 		}
 		return nil
+	}
+	if appToken != "" && !strings.HasPrefix(appToken, "xapp-") {
+		return errors.New("SLACK_APP_TOKEN must be an app-level token (xapp-…) with the connections:write scope")
 	}
 	apiURL, err := slackAPIURL(m.get("COUNTERSIGN_SLACK_API_URL", slack.APIURL))
 	if err != nil {
 		return err
 	}
 	log := m.log.With("component", "slack")
-	client := slack.New(token, slack.OptionAPIURL(apiURL),
-		slack.OptionHTTPClient(&http.Client{Timeout: 15 * time.Second}))
+	opts := []slack.Option{slack.OptionAPIURL(apiURL), slack.OptionHTTPClient(&http.Client{Timeout: 15 * time.Second})}
+	if appToken != "" {
+		opts = append(opts, slack.OptionAppLevelToken(appToken))
+	}
+	client := slack.New(token, opts...)
 
 	e.notifiers["slack"] = notifyslack.New(notifyslack.Config{Client: client, Logger: log})
 	cfg := slackpost.Config{Client: client, Logger: log}
@@ -61,8 +72,18 @@ func (m *Main) slackEffects(e *effects, file *config.File, dev bool) error {
 			log.Error("slack interactions are off", "err", err)
 			return nil
 		}
-		m.closers = append(m.closers, func() error { h.Close(); return nil })
+		var wg sync.WaitGroup
+		sctx, stop := context.WithCancel(ctx)
+		if appToken != "" {
+			wg.Add(1)
+			go func() { defer wg.Done(); h.RunSocket(sctx, slackapp.NewSocketClient(client, log)) }()
+			log.Info("slack: socket mode on: interactions arrive over the socket")
+		}
+		m.closers = append(m.closers, func() error { stop(); wg.Wait(); h.Close(); return nil })
 		go learnWorkspace(ctx, client, h, log)
+		if secret == "" {
+			return nil // Socket Mode only: no public endpoint
+		}
 		return []web.Mount{{Method: http.MethodPost, Path: "/slack/interactions", Handler: h.Handle}}
 	})
 	return nil

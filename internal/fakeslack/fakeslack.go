@@ -11,7 +11,8 @@
 //
 // Methods: auth.test, chat.postMessage, chat.update, chat.delete,
 // chat.postEphemeral, conversations.open, conversations.history,
-// conversations.replies, views.open. Any other method answers
+// conversations.replies, views.open, and apps.connections.open with the
+// Socket Mode WebSocket behind it (socket.go). Any other method answers
 // {"ok":false,"error":"unknown_method"} and is recorded too.
 //
 // The package also builds interaction payloads (block_actions and
@@ -22,6 +23,7 @@ package fakeslack
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/countersign/countersign/internal/testkit"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -33,6 +35,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/slack-go/slack"
 )
@@ -149,7 +152,10 @@ func (f Failure) slowOnly() bool { return (f.Status == 0 || f.Status == 200) && 
 type Server struct {
 	srv *httptest.Server
 	// Token, when set, is the only bot token accepted; others get invalid_auth.
-	Token     string
+	Token string
+	// AppToken, when set, is the only app-level token apps.connections.open
+	// (Socket Mode, socket.go) accepts.
+	AppToken  string
 	TeamID    string
 	BotUserID string
 
@@ -161,13 +167,19 @@ type Server struct {
 	seq      int64
 	base     int64
 	changed  chan struct{}
+	socket   socketState
 }
 
 // New starts a fake that accepts any token and stops when t ends.
 func New(t testing.TB) *Server {
 	s := &Server{TeamID: "T0FAKE", BotUserID: "U0BOT", fails: map[string][]Failure{},
 		channels: map[string]string{}, base: time.Now().Unix(), changed: make(chan struct{})}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.socket = socketState{tickets: map[string]bool{}, sent: map[string]time.Time{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/link/", s.serveSocket)
+	mux.HandleFunc("/", s.serve)
+	s.srv = httptest.NewServer(mux)
+	t.Cleanup(s.DropSockets)
 	t.Cleanup(s.srv.Close)
 	return s
 }
@@ -266,22 +278,14 @@ func (s *Server) Message(channel, ts string) (Message, bool) {
 // call, and fails the test after timeout.
 func (s *Server) Wait(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		s.mu.Lock()
-		ch := s.changed
-		s.mu.Unlock()
-		if cond() {
-			return
-		}
-		select {
-		case <-ch:
-		case <-time.After(50 * time.Millisecond):
-		case <-deadline.C:
-			t.Fatalf("fakeslack: timed out after %s waiting for %s; calls: %s", timeout, what, s.Summary())
-		}
-	}
+	testkit.WaitChange(t, timeout, "fakeslack", what, s.changedCh, cond, s.Summary)
+}
+
+// changedCh is the channel closed at the next change.
+func (s *Server) changedCh() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
 }
 
 // WaitCalls waits until method was called at least n times.
@@ -379,6 +383,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	var status int
 	var resp map[string]any
 	switch {
+	case method == "apps.connections.open":
+		switch {
+		case !strings.HasPrefix(call.Token, "xapp-"):
+			status, resp = 200, errResp("not_allowed_token_type")
+		case s.AppToken != "" && call.Token != s.AppToken:
+			status, resp = 200, errResp("invalid_auth")
+		case fail != nil && !fail.slowOnly():
+			status, resp = failAnswer(*fail)
+		default:
+			status, resp = 200, s.openSocket()
+		}
 	case s.Token != "" && call.Token != s.Token:
 		status, resp = 200, errResp("invalid_auth")
 	case fail != nil && !fail.AfterEffect && !fail.slowOnly():
@@ -445,6 +460,9 @@ func (s *Server) apply(method string, c Call) (int, map[string]any) {
 		}
 		if f.Get("text") == "" && f.Get("blocks") == "" {
 			return 200, errResp("no_text")
+		}
+		if utf8.RuneCountInString(f.Get("text")) > 40000 {
+			return 200, errResp("msg_too_long")
 		}
 		m := &Message{Channel: s.channelID(f.Get("channel")), TS: s.nextTS(), ThreadTS: f.Get("thread_ts"), Text: f.Get("text")}
 		if err := setBlocks(m, f); err != nil {
@@ -548,6 +566,9 @@ func (s *Server) apply(method string, c Call) (int, map[string]any) {
 		if view == nil {
 			return 200, errResp("invalid_arguments")
 		}
+		if checkView(view) != nil {
+			return 200, errResp("invalid_arguments")
+		}
 		view["id"] = fmt.Sprintf("V%08d", len(s.calls)+1)
 		return 200, map[string]any{"ok": true, "view": view}
 	}
@@ -556,6 +577,11 @@ func (s *Server) apply(method string, c Call) (int, map[string]any) {
 
 func setBlocks(m *Message, f url.Values) error {
 	raw := f.Get("blocks")
+	if raw != "" {
+		if err := checkBlocks(json.RawMessage(raw), 50); err != nil {
+			return err
+		}
+	}
 	m.RawBlocks = raw
 	m.Blocks = slack.Blocks{}
 	if raw == "" {

@@ -16,3 +16,16 @@ type ButtonValue struct {
 	Operation   string `json:"op"`
 	PayloadHash string `json:"hash"`
 }
+
+// ActionReview replaces Approve on a message that cannot show its
+// operation whole: it opens the whole operation to the clicking approver
+// only (a modal, or a personal approval link sent ephemerally).
+const ActionReview = "review"
+
+// ActionRevoke is the button of an allowance in force: an approver of the
+// allowance ends it (it only ever takes a capability away).
+const ActionRevoke = "revoke"
+
+// ActionEdit, on a route with allow_edit, opens the editable fields to the
+// clicking approver alone; submitting makes a new version.
+const ActionEdit = "edit"

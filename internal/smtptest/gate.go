@@ -24,6 +24,9 @@ func (l *gateListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.s.mu.Lock()
+	l.s.conns = append(l.s.conns, c)
+	l.s.mu.Unlock()
 	return &gateConn{Conn: c, br: bufio.NewReader(c), s: l.s}, nil
 }
 

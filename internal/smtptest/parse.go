@@ -22,6 +22,16 @@ type Parsed struct {
 	HTML    string // the text/html part, "" if none
 	// Parts counts the leaf parts found (1 for a single-part message).
 	Parts int
+	// Attachments are the parts with Content-Disposition attachment, in
+	// order, decoded as a mail client would show and save them.
+	Attachments []Attachment
+}
+
+// Attachment is one attached file as received.
+type Attachment struct {
+	Name        string // the filename parameter, RFC 2047 decoded
+	ContentType string // the media type and its parameters other than name
+	Data        []byte
 }
 
 // Addresses returns the decoded address list of a header (From, To, Cc,
@@ -47,13 +57,16 @@ func Parse(raw []byte) (*Parsed, error) {
 			return nil, fmt.Errorf("smtptest: subject: %w", err)
 		}
 	}
-	if err := p.walk(msg.Header.Get("Content-Type"), msg.Header.Get("Content-Transfer-Encoding"), msg.Body); err != nil {
+	if err := p.walk(msg.Header, msg.Body); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-func (p *Parsed) walk(contentType, encoding string, body io.Reader) error {
+type header interface{ Get(string) string }
+
+func (p *Parsed) walk(h header, body io.Reader) error {
+	contentType, encoding := h.Get("Content-Type"), h.Get("Content-Transfer-Encoding")
 	if contentType == "" {
 		contentType = "text/plain; charset=us-ascii"
 	}
@@ -72,12 +85,14 @@ func (p *Parsed) walk(contentType, encoding string, body io.Reader) error {
 				return fmt.Errorf("smtptest: multipart: %w", err)
 			}
 			// NextPart undoes quoted-printable itself and removes the header.
-			if err := p.walk(part.Header.Get("Content-Type"), part.Header.Get("Content-Transfer-Encoding"), part); err != nil {
+			if err := p.walk(part.Header, part); err != nil {
 				return err
 			}
 		}
 	}
-	if cs := strings.ToLower(params["charset"]); cs != "" && cs != "utf-8" && cs != "us-ascii" {
+	disposition, dparams, _ := mime.ParseMediaType(h.Get("Content-Disposition"))
+	attached := disposition == "attachment"
+	if cs := strings.ToLower(params["charset"]); !attached && cs != "" && cs != "utf-8" && cs != "us-ascii" {
 		return fmt.Errorf("smtptest: unsupported charset %q", cs)
 	}
 	switch strings.ToLower(strings.TrimSpace(encoding)) {
@@ -93,8 +108,17 @@ func (p *Parsed) walk(contentType, encoding string, body io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("smtptest: body: %w", err)
 	}
-	text := strings.ReplaceAll(string(b), "\r\n", "\n")
 	p.Parts++
+	if attached {
+		name, err := new(mime.WordDecoder).DecodeHeader(dparams["filename"])
+		if err != nil {
+			return fmt.Errorf("smtptest: attachment name %q: %w", dparams["filename"], err)
+		}
+		delete(params, "name")
+		p.Attachments = append(p.Attachments, Attachment{Name: name, ContentType: mime.FormatMediaType(mediaType, params), Data: b})
+		return nil
+	}
+	text := strings.ReplaceAll(string(b), "\r\n", "\n")
 	switch mediaType {
 	case "text/plain":
 		p.Text = text

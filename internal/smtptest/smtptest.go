@@ -93,6 +93,25 @@ type Server struct {
 	fail    Fail
 	msgs    []Message
 	changed chan struct{} // closed and replaced whenever msgs grows
+	stalled []Message     // bodies received whose reply Fail.StallAfterData holds back
+	conns   []net.Conn    // every connection accepted
+}
+
+// Connections is how many connections the server has accepted.
+func (s *Server) Connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// DropConnections closes every connection accepted so far, the way a
+// server lets idle clients go.
+func (s *Server) DropConnections() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.conns {
+		_ = c.Close()
+	}
 }
 
 // Start starts a server on 127.0.0.1:0 and stops it in t.Cleanup.
@@ -219,6 +238,30 @@ func (s *Server) WaitFor(n int, timeout time.Duration) ([]Message, error) {
 	}
 }
 
+// Stalled returns the message bodies received in full whose reply
+// Fail.StallAfterData still holds back: mail the sender is sending right
+// now, and cannot yet know to have been taken.
+func (s *Server) Stalled() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Message(nil), s.stalled...)
+}
+
+func (s *Server) stall(m Message, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if on {
+		s.stalled = append(s.stalled, m)
+		return
+	}
+	for i := range s.stalled {
+		if s.stalled[i].At.Equal(m.At) && string(s.stalled[i].Data) == string(m.Data) {
+			s.stalled = append(s.stalled[:i], s.stalled[i+1:]...)
+			return
+		}
+	}
+}
+
 func (s *Server) record(m Message) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -305,12 +348,14 @@ func (ss *session) Data(r io.Reader) error {
 		ss.s.record(m)
 		return &smtp.SMTPError{Code: f.DataReply, EnhancedCode: enhanced(f.DataReply), Message: "Message refused by smtptest"}
 	case f.StallAfterData > 0:
+		ss.s.stall(m, true)
 		timer := time.NewTimer(f.StallAfterData)
 		defer timer.Stop()
 		select {
 		case <-timer.C:
 		case <-ss.s.closed:
 		}
+		ss.s.stall(m, false)
 	}
 	ss.s.record(m)
 	return nil

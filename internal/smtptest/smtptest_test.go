@@ -308,3 +308,32 @@ func TestURL(t *testing.T) {
 		t.Errorf("tls = %q, want %q", got, want)
 	}
 }
+
+// TestStalledShowsMailInFlight: while the reply to a body is held back,
+// Stalled lists it (a fault test reads whose mail is in flight there);
+// once the reply goes out it is recorded and no longer stalled.
+func TestStalledShowsMailInFlight(t *testing.T) {
+	s := smtptest.Start(t, smtptest.Options{Fail: smtptest.Fail{StallAfterData: 300 * time.Millisecond}})
+	done := make(chan error, 1)
+	go func() {
+		c := dial(t, s)
+		_, err := send(t, c, "a@x.example", []string{"b@y.example"}, raw)
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(s.Stalled()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the held-back message never showed as stalled")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := s.Stalled()[0].To; len(got) != 1 || got[0] != "b@y.example" || len(s.Messages()) != 0 {
+		t.Fatalf("stalled to %v, %d recorded", got, len(s.Messages()))
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n, m := len(s.Stalled()), len(s.Messages()); n != 0 || m != 1 {
+		t.Errorf("after the reply: %d stalled, %d recorded; want 0 and 1", n, m)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/approval/safetext"
 )
 
 var _ approval.Notifier = (*Console)(nil)
@@ -27,7 +28,22 @@ func (c *Console) Notify(_ context.Context, n approval.Notice) (map[string]strin
 	m := n.Message
 	var b strings.Builder
 	rule := strings.Repeat("─", 72)
-	fmt.Fprintf(&b, "\n%s\n  APPROVAL NEEDED  %s\n%s\n", rule, m.Title, rule)
+	heading := "APPROVAL NEEDED"
+	if f := n.FollowUp; f != nil && f.Reminder > 0 {
+		heading = fmt.Sprintf("REMINDER %d: APPROVAL STILL NEEDED (the earlier link no longer works)", f.Reminder)
+	} else if len(m.Escalated) > 0 {
+		heading = "APPROVAL NEEDED (escalated: nobody decided in time)"
+	}
+	fmt.Fprintf(&b, "\n%s\n  %s  %s\n%s\n", rule, heading, m.Action, rule)
+	// The agent's words, fenced: none of them can start a line of this
+	// notice, so none can pass for it.
+	head := m.Title
+	if m.Summary != "" {
+		head += "\n" + m.Summary
+	}
+	for _, l := range safetext.FenceLines(head, 76) {
+		b.WriteString("  " + l + "\n")
+	}
 	who := "anyone on the route"
 	if n.Approver != nil {
 		who = n.Approver.DisplayName() + " (" + n.Approver.ID + ")"
@@ -36,14 +52,14 @@ func (c *Console) Notify(_ context.Context, n approval.Notice) (map[string]strin
 	if m.OnBehalfOf != "" {
 		fmt.Fprintf(&b, " on behalf of %s", m.OnBehalfOf)
 	}
-	fmt.Fprintf(&b, "\n  operation:   %s  (%s)\n  payload:     %s\n  expires:     %s\n",
+	fmt.Fprintf(&b, "\n  operation:   %s  (%s)\n  fingerprint: %s\n  expires:     %s\n",
 		m.OperationKey, m.Action, m.ShortHash(), m.ExpiresAt.UTC().Format(time.RFC1123))
 	for _, w := range m.Warnings {
 		fmt.Fprintf(&b, "  warning:     %s\n", w)
 	}
 	if n.Link != "" {
 		fmt.Fprintf(&b, "\n  Review and decide: %s\n", n.Link)
-		b.WriteString("  (opening the link decides nothing; the page has Approve and Reject)\n")
+		b.WriteString("  (the only link of this notice; opening it decides nothing: the page shows the whole request, with Approve and Reject)\n")
 	}
 	b.WriteString(rule + "\n")
 	c.mu.Lock()

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	htmltemplate "html/template"
 	"net/mail"
+	"net/url"
+	"strconv"
 	"strings"
 	texttemplate "text/template"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/approval/safetext"
 	"github.com/countersign/countersign/mailer"
 	"github.com/countersign/countersign/templates"
 )
@@ -66,11 +69,12 @@ func New(sender mailer.Sender, from mail.Address) (*Notifier, error) {
 }
 
 // MessageID is the Message-ID (without angle brackets) of the request
-// email for one approver of one operation. Redelivering the same notice
-// produces the same id, so mail clients show it once.
-func MessageID(opKey, approverID string) string {
+// email for one approver of one operation, at the domain of countersign's
+// sender. Redelivering the same notice produces the same id, so mail
+// clients show it once.
+func MessageID(opKey, approverID, senderDomain string) string {
 	sum := sha256.Sum256([]byte(approverID))
-	return opKey + ".approval." + hex.EncodeToString(sum[:8]) + "@countersign"
+	return opKey + ".approval." + hex.EncodeToString(sum[:8]) + "@" + senderDomain
 }
 
 // Notify sends one approval request to n.Approver.Email and returns the
@@ -118,20 +122,32 @@ func (nt *Notifier) build(n approval.Notice) (*mailer.Message, error) {
 	if err := nt.html.Execute(&html, v); err != nil {
 		return nil, fmt.Errorf("notify/email: %s: html template: %w", op, err)
 	}
-	return &mailer.Message{
+	msg := &mailer.Message{
 		From:      nt.from,
 		To:        []mail.Address{*to},
-		Subject:   "Approval needed: " + oneLine(n.Message.Title, 150),
+		Subject:   "Approval needed: " + oneLine(safetext.Line(n.Message.Title), 150),
 		Text:      text.String(),
 		HTML:      html.String(),
-		MessageID: MessageID(op, a.ID),
+		MessageID: MessageID(op, a.ID, domainOf(nt.from.Address)),
 		Headers: map[string]string{
 			"X-Countersign-Operation":  op,
 			"Auto-Submitted":           "auto-generated", // RFC 3834: no auto-replies
 			"X-Auto-Response-Suppress": "All",
 		},
-	}, nil
+	}
+	if v.Reminder > 0 {
+		// A message of its own (a reused Message-ID would be dropped as a
+		// duplicate), in the thread of the first.
+		first := msg.MessageID
+		msg.MessageID = MessageID(op, a.ID+"#r"+strconv.Itoa(v.Reminder), domainOf(nt.from.Address))
+		msg.Subject = "Reminder: " + msg.Subject
+		msg.Headers["In-Reply-To"], msg.Headers["References"] = "<"+first+">", "<"+first+">"
+	}
+	return msg, nil
 }
+
+// domainOf is the lowercased domain of an address.
+func domainOf(addr string) string { return strings.ToLower(addr[strings.LastIndexByte(addr, '@')+1:]) }
 
 // redact removes the link from an error's text. The result does not wrap
 // err when it had to change anything, so the link cannot leak through
@@ -153,11 +169,15 @@ func oneLine(s string, max int) string {
 	return s
 }
 
-// view is the data of the email templates.
+// view is the data of the email templates. Every string that carries
+// agent text comes fenced: Fenced strings are the text part's lines, each
+// starting with safetext.Fence; the HTML template puts the plain values in
+// its visibly separate agent block.
 type view struct {
 	Approver     string
 	Title        string
 	Summary      string
+	Head         string // Title and Summary, fenced
 	Fields       []field
 	Diff         []change
 	Warnings     []string
@@ -169,19 +189,44 @@ type view struct {
 	ExpiresAt    time.Time
 	Required     int
 	Link         string
+	// Origin is where the approval page is (scheme://host of Link): the
+	// template names it in its own words, so a look-alike link in the
+	// agent's text is told apart.
+	Origin string
+	// Reminder is the reminder's number (0 for the first request).
+	Reminder int
+	// Escalated names the approvers added because nobody decided in time.
+	Escalated []string
 }
 
 type field struct {
-	approval.Field
-	// Block is Value ending in a line break, for text layout.
-	Block string
+	approval.ShownField
+	// Fenced is the value as fenced text lines.
+	Fenced string
+	// HTMLText and HTMLLinks show an HTML part in channels that cannot
+	// render it: its visible text and its links, fenced.
+	HTMLText, HTMLLinks string
+	Links               []htmlLink
+	Remote              []string
 }
 
-type change struct{ Field, Before, After string }
+type htmlLink struct {
+	N          int
+	Text, Href string
+}
+
+type change struct{ Field, Before, After, Fenced string }
+
+// textWidth is where the text part wraps agent lines, so that no agent
+// text starts a line however a mail program wraps long ones.
+const textWidth = 76
 
 // warningText spells out the stable warning tokens actions use.
 var warningText = map[string]string{
-	"irreversible": "Irreversible: once it runs, it cannot be undone.",
+	"irreversible":    "Irreversible: once it runs, it cannot be undone.",
+	"not_state_bound": "Not checked against the target's current state before it runs.",
+	"no_etag":         "The target gives no ETag: a change in the last instant before the write cannot be refused.",
+	"diff_truncated":  "The list of changes is cut short; the approval page shows the whole request.",
 }
 
 func newView(n approval.Notice) view {
@@ -189,20 +234,42 @@ func newView(n approval.Notice) view {
 	v := view{
 		Title: m.Title, Summary: m.Summary, Requester: m.Requester, OnBehalfOf: m.OnBehalfOf,
 		OperationKey: m.OperationKey, Action: m.Action, ShortHash: m.ShortHash(),
-		ExpiresAt: m.ExpiresAt, Required: m.Required, Link: n.Link,
+		ExpiresAt: m.ExpiresAt, Required: m.Required, Link: n.Link, Origin: origin(n.Link), Escalated: m.Escalated,
 	}
+	if n.FollowUp != nil {
+		v.Reminder = n.FollowUp.Reminder
+	}
+	head := m.Title
+	if m.Summary != "" {
+		head += "\n" + m.Summary
+	}
+	v.Head = fence(head, textWidth)
 	if n.Approver != nil {
 		v.Approver = n.Approver.DisplayName()
 	}
 	for _, f := range m.Fields {
-		b := f.Value
-		if !strings.HasSuffix(b, "\n") {
-			b += "\n"
+		fv := field{ShownField: f, Fenced: fence(f.Value, textWidth)}
+		if h := f.HTML; h != nil {
+			fv.HTMLText = fence(h.Text, textWidth)
+			var links []string
+			for _, l := range h.Links {
+				fv.Links = append(fv.Links, htmlLink{N: l.N, Text: l.Text, Href: l.Href})
+				links = append(links, fmt.Sprintf("[%d] %s → %s", l.N, l.Text, l.Href))
+			}
+			if len(links) > 0 {
+				fv.HTMLLinks = fence(strings.Join(links, "\n"), textWidth)
+			}
+			fv.Remote = h.Remote
 		}
-		v.Fields = append(v.Fields, field{Field: f, Block: b})
+		v.Fields = append(v.Fields, fv)
 	}
 	for _, c := range m.Diff {
-		v.Diff = append(v.Diff, change{Field: c.Field, Before: jsonValue(c.Before), After: jsonValue(c.After)})
+		ch := change{Field: c.Field, Before: side(c.Before, c.BeforeAbsent), After: side(c.After, c.AfterAbsent)}
+		if c.Item > 0 { // a bulk's row: say which item it changes
+			ch.Field = fmt.Sprintf("item %d · %s", c.Item, c.Field)
+		}
+		ch.Fenced = fence(ch.Field+"\n  before: "+ch.Before+"\n  after:  "+ch.After, textWidth)
+		v.Diff = append(v.Diff, ch)
 	}
 	for _, w := range m.Warnings {
 		if t, ok := warningText[w]; ok {
@@ -213,10 +280,25 @@ func newView(n approval.Notice) view {
 	return v
 }
 
-// jsonValue shows a diff side: its JSON verbatim, or "(absent)" for nil.
-func jsonValue(raw []byte) string {
-	if len(raw) == 0 {
+// fence is agent text as fenced lines of the text part, without a final
+// line break.
+func fence(s string, width int) string {
+	return strings.Join(safetext.FenceLines(s, width), "\n")
+}
+
+// side shows a diff side: its JSON verbatim, or "(absent)".
+func side(s string, absent bool) string {
+	if absent {
 		return "(absent)"
 	}
-	return string(raw)
+	return s
+}
+
+// origin is scheme://host of an approval link, or "".
+func origin(link string) string {
+	u, err := url.Parse(link)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
 }

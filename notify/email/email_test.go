@@ -12,6 +12,7 @@ import (
 
 	actemail "github.com/countersign/countersign/action/email"
 	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/approval/safetext"
 	"github.com/countersign/countersign/internal/smtptest"
 	"github.com/countersign/countersign/mailer"
 	"github.com/countersign/countersign/notify/email"
@@ -111,7 +112,7 @@ func TestNotifyDelivers(t *testing.T) {
 	if got, want := p.Subject, "Approval needed: "+n.Message.Title; got != want {
 		t.Errorf("Subject = %q, want %q", got, want)
 	}
-	wantID := "<" + email.MessageID(n.Message.OperationKey, "grace") + ">"
+	wantID := "<" + email.MessageID(n.Message.OperationKey, "grace", "corp.example") + ">"
 	if got, want := handle["message_id"], wantID; got != want {
 		t.Errorf("handle message_id = %q, want %q", got, want)
 	}
@@ -140,14 +141,20 @@ func TestNotifyDelivers(t *testing.T) {
 		t.Error("the header carries the link")
 	}
 
-	// Every preview field, verbatim, in both parts.
+	// Every preview field, verbatim, in both parts: fenced line by line in
+	// the text part, in an agent block in the HTML part; an HTML body as
+	// the text its recipient reads.
 	htmlText := html.UnescapeString(p.HTML)
 	for _, f := range n.Message.Fields {
-		if !strings.Contains(p.Text, f.Label) || !strings.Contains(p.Text, f.Value) {
-			t.Errorf("text lacks field %s = %q", f.Label, f.Value)
+		value := f.Value
+		if f.HTML != nil {
+			value = f.HTML.Text
 		}
-		if !strings.Contains(htmlText, f.Label) || !strings.Contains(htmlText, f.Value) {
-			t.Errorf("html lacks field %s = %q", f.Label, f.Value)
+		if fenced := strings.Join(safetext.FenceLines(value, 76), "\n"); !strings.Contains(p.Text, f.Label) || !strings.Contains(p.Text, fenced) {
+			t.Errorf("text lacks field %s = %q", f.Label, fenced)
+		}
+		if !strings.Contains(htmlText, f.Label) || !strings.Contains(htmlText, value) {
+			t.Errorf("html lacks field %s = %q", f.Label, value)
 		}
 	}
 	// Agent-written HTML is shown as source, never rendered.
@@ -155,7 +162,7 @@ func TestNotifyDelivers(t *testing.T) {
 		t.Error("html part renders agent-supplied markup")
 	}
 	facts := []string{
-		n.Message.Title, n.Message.Summary, "support-agent", "on behalf of Sam Lee", "sha256:3f9a1c0d2b7e",
+		n.Message.Title, "support-agent", "on behalf of Sam Lee", "sha256:3f9a1c0d2b7e",
 		"Wed 1 Jul 2026 11:30 UTC", "Irreversible", "hidden (Bcc)", "decides nothing", "Approve", "Reject",
 		n.Message.OperationKey, "2 people must approve", "start", `"09:00"`, `"10:00"`, "(absent)", `"B2"`,
 	}
@@ -291,7 +298,8 @@ func TestSubjectIsOneLine(t *testing.T) {
 	if strings.ContainsAny(subject, "\r\n\t") {
 		t.Errorf("subject %q spans lines", subject)
 	}
-	if !strings.HasPrefix(subject, "Approval needed: Send Bcc: evil@x.example long long") {
+	// Line breaks and tabs are shown, as everywhere, as visible escapes.
+	if !strings.HasPrefix(subject, "Approval needed: Send⟨U+000D⟩⟨U+000A⟩Bcc: evil@x.example⟨U+0009⟩long long") {
 		t.Errorf("subject = %q", subject)
 	}
 	if got, max := len([]rune(subject)), len("Approval needed: ")+150; got > max {

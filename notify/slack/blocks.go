@@ -6,7 +6,6 @@ import (
 	"github.com/countersign/countersign/internal/slackwire"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/countersign/countersign/approval"
 	slackgo "github.com/slack-go/slack"
@@ -33,46 +32,59 @@ type ButtonValue = slackwire.ButtonValue
 
 // Slack's limits (https://docs.slack.dev/reference/block-kit/blocks).
 const (
-	maxBlocks      = 50
-	maxHeader      = 150
-	maxSectionText = 3000
-	maxFieldText   = 2000
-	maxFields      = 10
-	chunk          = 2900 // plain text per section, under maxSectionText
+	maxBlocks      = slackwire.MaxMessageBlocks
+	maxHeader      = slackwire.MaxHeader
+	maxSectionText = slackwire.MaxSectionText
 	maxFallback    = 3000 // the notification text; Slack allows more, clients show less
 )
 
+// ActionReview is the button that replaces Approve when the message cannot
+// show the operation whole.
+const ActionReview = slackwire.ActionReview
+
+// ActionRevoke is the button of an allowance in force.
+const ActionRevoke = slackwire.ActionRevoke
+
+// ActionEdit opens the edit modal (routes with allow_edit).
+const ActionEdit = slackwire.ActionEdit
+
 // Render builds an approval message for Slack from the channel-neutral
 // message: the fallback text (notifications, screen readers) and the
-// blocks. While the operation is pending the message carries the Approve
-// and Reject buttons; once it has moved on it shows the outcome, who
-// decided and when, and no buttons.
+// blocks. While the operation is pending the message carries decision
+// buttons; once it has moved on it shows the outcome, who decided and
+// when, and no buttons.
 //
 // Everything the action or the agent wrote (title, summary, field values,
-// diff, warnings) is shown as plain text or escaped mrkdwn, so it is shown
-// exactly and cannot mention people, ping a channel or disguise a link.
+// diff) is shown in plain_text and fenced line by line (slackwire.Content),
+// warnings in escaped mrkdwn: it is shown exactly and cannot mention
+// people, ping a channel or disguise a link. A message that cannot show
+// the operation whole (Slack's limits, or an HTML part that Slack cannot
+// lay out) says so and offers no Approve: its Review button brings the
+// whole operation to the clicking approver alone.
 func Render(m approval.Message) (string, []slackgo.Block) {
+	text, blocks, _ := RenderWhole(m)
+	return text, blocks
+}
+
+// RenderWhole is Render, and whether the blocks show the operation whole.
+func RenderWhole(m approval.Message) (string, []slackgo.Block, bool) {
 	pending := m.Status == approval.StatusPending
 	var head, tail []slackgo.Block
 
-	title := m.Title
-	if title == "" {
-		title = m.Action
-	}
-	head = append(head, slackgo.NewHeaderBlock(plain(truncate(title, maxHeader))))
+	head = append(head, slackgo.NewHeaderBlock(plain(truncate(headerText(m), maxHeader))))
 	head = append(head, section(mrkdwn(statusLine(m))))
-	if m.Summary != "" {
-		head = append(head, plainSections(m.Summary)...)
-	}
 
 	// Tail: warnings, who asked, decisions and the buttons, always shown.
 	if len(m.Warnings) > 0 {
+		// Plain text: warnings quote agent text (addresses, hosts, words),
+		// which mrkdwn would format ("*ceo*@client.example" in bold, as
+		// another address).
 		var b strings.Builder
-		b.WriteString(":warning: *Warnings*")
+		b.WriteString(":warning: Warnings")
 		for _, w := range m.Warnings {
-			b.WriteString("\n• " + escape(w))
+			b.WriteString("\n• " + w)
 		}
-		tail = append(tail, section(mrkdwn(truncate(b.String(), maxSectionText))))
+		tail = append(tail, section(slackgo.NewTextBlockObject(slackgo.PlainTextType, truncate(b.String(), maxSectionText), true, false)))
 	}
 	who := "Requested by *" + escape(m.Requester) + "*"
 	if m.OnBehalfOf != "" {
@@ -80,31 +92,82 @@ func Render(m approval.Message) (string, []slackgo.Block) {
 	}
 	tail = append(tail, slackgo.NewContextBlock("",
 		mrkdwn(who),
-		mrkdwn("Payload `"+escape(m.ShortHash())+"`"),
+		mrkdwn("Fingerprint `"+escape(m.ShortHash())+"`"),
 		mrkdwn(expiryLine(m)),
 		mrkdwn("`"+escape(m.OperationKey)+"` · "+escape(m.Action)),
 	))
 	if d := decisionsLine(m); d != "" {
 		tail = append(tail, slackgo.NewContextBlock("", mrkdwn(truncate(d, maxSectionText))))
 	}
-	if pending {
-		tail = append(tail, buttons(m))
-	}
 
-	// Middle: the exact preview, as much as Slack allows.
-	body := previewBlocks(m)
-	room := maxBlocks - len(head) - len(tail)
-	if len(body) > room {
-		hidden := 0
-		for _, b := range body[room-1:] {
-			hidden += blockChars(b)
+	// Middle: the exact preview, if it fits.
+	content := slackwire.BuildContent(m)
+	body := content.Blocks
+	whole := content.Whole
+	room := maxBlocks - len(head) - len(tail) - 1 // the buttons
+	if cut := fitting(body, room-1, maxMessageChars); cut < len(body) {
+		whole = false
+		shown, hidden := 0, 0
+		for i, b := range body {
+			if i < cut {
+				shown += blockChars(b)
+			} else {
+				hidden += blockChars(b)
+			}
 		}
-		body = append(body[:room-1], section(mrkdwn(fmt.Sprintf(
-			":warning: *The preview is too long for one Slack message: about %d more characters are not shown.* "+
-				"Do not approve what you have not read; ask the requester for a shorter operation.", hidden))))
+		body = append(body[:cut:cut], section(mrkdwn(fmt.Sprintf(
+			":warning: *Too long for one Slack message: about %d of %d characters are not shown here.* "+
+				"So this message offers no Approve. Press *Review* to read all of it and decide.", hidden, shown+hidden))))
+	} else if !whole {
+		body = append(body, section(mrkdwn(":warning: *Slack cannot show this request as its recipient will see it* (it has an HTML part). "+
+			"So this message offers no Approve. Press *Review* to see it whole and decide.")))
+	}
+	if pending && m.StepUp != "" {
+		// A click in Slack is no proof of the person: the passkey is asked
+		// for on the page, which Review opens (SPEC §11).
+		whole = false
+		tail = append(tail, section(mrkdwn(":closed_lock_with_key: *This request needs a passkey.* Slack cannot decide it: "+
+			"press *Review* for your personal approval page, and decide there with your passkey.")))
+	}
+	if pending {
+		tail = append(tail, buttons(m, whole))
+	} else if m.Revocable {
+		tail = append(tail, revokeButton(m))
 	}
 	blocks := append(append(head, body...), tail...)
-	return fallback(m), blocks
+	return fallback(m), blocks, whole
+}
+
+// maxMessageChars bounds the agent text of one message: past it a channel
+// message is a wall nobody reads; the approver reviews it whole instead.
+const maxMessageChars = 12000
+
+// fitting is how many of blocks fit in n blocks and chars characters; all
+// of them when they fit whole.
+func fitting(blocks []slackgo.Block, n, chars int) int {
+	total := 0
+	for _, b := range blocks {
+		total += blockChars(b)
+	}
+	if len(blocks) <= n+1 && total <= chars {
+		return len(blocks)
+	}
+	used := 0
+	for i, b := range blocks {
+		used += blockChars(b)
+		if i >= n || used > chars {
+			return i
+		}
+	}
+	return len(blocks)
+}
+
+func headerText(m approval.Message) string {
+	label := "Approval needed"
+	if m.Status != approval.StatusPending {
+		label = statusLabel(m.Status)
+	}
+	return label + ": " + m.Action
 }
 
 // fallback is the message's text: shown in notifications and where
@@ -123,9 +186,18 @@ func fallback(m approval.Message) string {
 	return truncate(escape(s), maxFallback)
 }
 
+func statusLabel(st approval.Status) string {
+	_, label := status(st)
+	return label
+}
+
 func statusLine(m approval.Message) string {
-	var icon, label string
-	switch m.Status {
+	icon, label := status(m.Status)
+	return truncate(icon+" *"+label+"* — "+escape(m.Outcome), maxSectionText)
+}
+
+func status(st approval.Status) (icon, label string) {
+	switch st {
 	case approval.StatusPending:
 		icon, label = ":hourglass_flowing_sand:", "Approval needed"
 	case approval.StatusApproved:
@@ -142,10 +214,12 @@ func statusLine(m approval.Message) string {
 		icon, label = ":alarm_clock:", "Expired"
 	case approval.StatusCanceled:
 		icon, label = ":heavy_multiplication_x:", "Canceled"
+	case approval.StatusSuperseded:
+		icon, label = ":pencil2:", "Replaced by an edited version"
 	default:
-		icon, label = ":grey_question:", string(m.Status)
+		icon, label = ":grey_question:", string(st)
 	}
-	return truncate(icon+" *"+label+"* — "+escape(m.Outcome), maxSectionText)
+	return icon, label
 }
 
 func expiryLine(m approval.Message) string {
@@ -184,125 +258,48 @@ func decisionsLine(m approval.Message) string {
 	return strings.Join(parts, "\n")
 }
 
-func buttons(m approval.Message) slackgo.Block {
+func buttons(m approval.Message, whole bool) slackgo.Block {
 	v, _ := json.Marshal(ButtonValue{Operation: m.OperationKey, PayloadHash: m.PayloadHash})
-	approve := slackgo.NewButtonBlockElement(ActionApprove, string(v), plain("Approve"))
-	approve.Style = slackgo.StylePrimary
-	title := m.Title
-	if title == "" {
-		title = m.Action
-	}
-	approve.Confirm = slackgo.NewConfirmationBlockObject(
-		plain("Approve this operation?"),
-		mrkdwn(truncate("countersign will carry out *"+escape(truncate(title, 120))+"* exactly as shown (payload `"+
-			escape(m.ShortHash())+"`), once.", 300)),
-		plain("Approve"), plain("Cancel"))
 	reject := slackgo.NewButtonBlockElement(ActionReject, string(v), plain("Reject"))
 	reject.Style = slackgo.StyleDanger
-	return slackgo.NewActionBlock(BlockIDPrefix+m.OperationKey, approve, reject)
+	if m.StepUp != "" {
+		review := slackgo.NewButtonBlockElement(ActionReview, string(v), plain("Review"))
+		review.Style = slackgo.StylePrimary
+		return slackgo.NewActionBlock(BlockIDPrefix+m.OperationKey, review)
+	}
+	var edit []slackgo.BlockElement
+	if m.Editable {
+		edit = append(edit, slackgo.NewButtonBlockElement(ActionEdit, string(v), plain("Edit")))
+	}
+	if !whole {
+		review := slackgo.NewButtonBlockElement(ActionReview, string(v), plain("Review"))
+		review.Style = slackgo.StylePrimary
+		return slackgo.NewActionBlock(BlockIDPrefix+m.OperationKey, append([]slackgo.BlockElement{review, reject}, edit...)...)
+	}
+	approve := slackgo.NewButtonBlockElement(ActionApprove, string(v), plain("Approve"))
+	approve.Style = slackgo.StylePrimary
+	approve.Confirm = slackgo.NewConfirmationBlockObject(
+		plain("Approve this operation?"),
+		mrkdwn(truncate("countersign will carry out this "+escape(m.Action)+" exactly as shown (fingerprint `"+
+			escape(m.ShortHash())+"`), once.", 300)),
+		plain("Approve"), plain("Cancel"))
+	return slackgo.NewActionBlock(BlockIDPrefix+m.OperationKey, append([]slackgo.BlockElement{approve, reject}, edit...)...)
 }
 
-// previewBlocks shows the fields and the diff exactly: labels in bold,
-// values as plain text.
-func previewBlocks(m approval.Message) []slackgo.Block {
-	var out []slackgo.Block
-	var pairs []*slackgo.TextBlockObject
-	flush := func() {
-		if len(pairs) > 0 {
-			out = append(out, slackgo.NewSectionBlock(nil, pairs, nil))
-			pairs = nil
-		}
-	}
-	for _, f := range m.Fields {
-		label := f.Label
-		if label == "" {
-			label = f.Name
-		}
-		if !f.Long && f.Value != "" && utf8.RuneCountInString(f.Value) <= maxFieldText && !strings.Contains(f.Value, "\n") {
-			pairs = append(pairs, mrkdwn("*"+escape(truncate(label, 200))+"*"), plain(f.Value))
-			if len(pairs) == maxFields {
-				flush()
-			}
-			continue
-		}
-		flush()
-		out = append(out, section(mrkdwn("*"+escape(truncate(label, 200))+"*")))
-		if f.Value == "" {
-			out = append(out, section(mrkdwn("_(empty)_")))
-			continue
-		}
-		out = append(out, plainSections(f.Value)...)
-	}
-	flush()
-	if len(m.Diff) > 0 {
-		out = append(out, section(mrkdwn("*Changes*")))
-		for _, c := range m.Diff {
-			text := c.Field + "\n  before: " + jsonText(c.Before) + "\n  after:  " + jsonText(c.After)
-			out = append(out, plainSections(text)...)
-		}
-	}
-	return out
+// revokeButton ends an allowance in force; its approvers may press it
+// (slackapp checks who), after a confirmation.
+func revokeButton(m approval.Message) slackgo.Block {
+	v, _ := json.Marshal(ButtonValue{Operation: m.OperationKey, PayloadHash: m.PayloadHash})
+	revoke := slackgo.NewButtonBlockElement(ActionRevoke, string(v), plain("Revoke the allowance"))
+	revoke.Style = slackgo.StyleDanger
+	revoke.Confirm = slackgo.NewConfirmationBlockObject(plain("Revoke this allowance?"),
+		plain("It approves nothing more; the agent's next operations go to people again."),
+		plain("Revoke"), plain("Cancel"))
+	return slackgo.NewActionBlock(BlockIDPrefix+m.OperationKey, revoke)
 }
 
-// jsonText shows a diff value: strings as themselves, other JSON as
-// written, absent as "(absent)".
-func jsonText(v json.RawMessage) string {
-	if len(v) == 0 || string(v) == "null" {
-		return "(absent)"
-	}
-	var s string
-	if json.Unmarshal(v, &s) == nil {
-		return s
-	}
-	return string(v)
-}
+func truncate(s string, n int) string { return slackwire.Truncate(s, n) }
 
-func plainSections(s string) []slackgo.Block {
-	var out []slackgo.Block
-	for _, part := range chunks(s, chunk) {
-		out = append(out, section(plain(part)))
-	}
-	return out
-}
-
-// chunks splits s into pieces of at most n runes, at a line break where
-// one is near.
-func chunks(s string, n int) []string {
-	var out []string
-	for utf8.RuneCountInString(s) > n {
-		cut := byteIndexOfRune(s, n)
-		if nl := strings.LastIndexByte(s[:cut], '\n'); nl > cut/2 {
-			cut = nl + 1
-		}
-		out = append(out, s[:cut])
-		s = s[cut:]
-	}
-	if s != "" {
-		out = append(out, s)
-	}
-	return out
-}
-
-func byteIndexOfRune(s string, n int) int {
-	i := 0
-	for j := range s {
-		if i == n {
-			return j
-		}
-		i++
-	}
-	return len(s)
-}
-
-func truncate(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return s[:byteIndexOfRune(s, n-1)] + "…"
-}
-
-// escape makes text safe inside mrkdwn: Slack's control characters &, <
-// and > are escaped, so nothing becomes a mention, link or command.
 func escape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }

@@ -19,10 +19,12 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/internal/editorder"
 	slackgo "github.com/slack-go/slack"
 )
 
@@ -57,11 +59,14 @@ type Notifier struct {
 
 	mu        sync.Mutex
 	ambiguous map[string]time.Time // "op|job" → when a post's outcome was unknown
+
+	edits *editorder.Edits
 }
 
 // New builds a Notifier.
 func New(cfg Config) *Notifier {
-	n := &Notifier{api: cfg.Client, log: cfg.Logger, now: cfg.Now, timeout: cfg.Timeout, ambiguous: map[string]time.Time{}}
+	n := &Notifier{api: cfg.Client, log: cfg.Logger, now: cfg.Now, timeout: cfg.Timeout, ambiguous: map[string]time.Time{},
+		edits: editorder.New(cfg.Now)}
 	if n.timeout <= 0 {
 		n.timeout = 5 * time.Second
 	}
@@ -87,6 +92,9 @@ func New(cfg Config) *Notifier {
 func (n *Notifier) Notify(ctx context.Context, nt approval.Notice) (map[string]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, n.timeout)
 	defer cancel()
+	if f := nt.FollowUp; f != nil && f.Original != nil && f.Original.Handle["ts"] != "" {
+		return nil, n.followUp(ctx, f, nt.Message)
+	}
 	channel, err := n.destination(ctx, nt)
 	if err != nil {
 		return nil, err
@@ -123,6 +131,28 @@ func (n *Notifier) Notify(ctx context.Context, nt approval.Notice) (map[string]s
 		n.names.Store(channel, ch)
 	}
 	return map[string]string{"channel": ch, "ts": ts}, nil
+}
+
+// followUp answers the first message in its thread: a reminder, or that
+// the request was escalated. The first message itself is brought up to
+// date by Update. It is countersign's own text; the names in it come
+// escaped from the Message. It keeps no handle: nothing edits a reply.
+func (n *Notifier) followUp(ctx context.Context, f *approval.FollowUp, m approval.Message) error {
+	text := "Reminder: this request is still waiting for a decision"
+	if len(m.Waiting) > 0 {
+		text += " from " + escape(strings.Join(m.Waiting, ", "))
+	}
+	text += fmt.Sprintf(". Decide before <!date^%d^{date_short_pretty} at {time}|%s>.", m.ExpiresAt.Unix(), m.ExpiresAt.UTC().Format(time.RFC1123))
+	if f.Reminder == 0 {
+		text = "Nobody decided in time, so this request now also goes to " + escape(strings.Join(m.Escalated, ", ")) + "."
+	}
+	_, _, err := n.api.PostMessageContext(ctx, f.Original.Handle["channel"], slackgo.MsgOptionText(text, false),
+		slackgo.MsgOptionTS(f.Original.Handle["ts"]), slackgo.MsgOptionDisableLinkUnfurl())
+	if err != nil {
+		e, _ := Classify("chat.postMessage", err)
+		return e
+	}
+	return nil
 }
 
 // destination is where a job's message goes: a channel, or the DM of the
@@ -216,10 +246,15 @@ func (n *Notifier) Update(ctx context.Context, d approval.Delivery, m approval.M
 	if ch == "" || ts == "" {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, n.timeout)
-	defer cancel()
-	text, blocks := Render(m)
-	_, _, _, err := n.api.UpdateMessageContext(ctx, ch, ts, slackgo.MsgOptionText(text, false), slackgo.MsgOptionBlocks(blocks...))
+	// Edits of one message are serialized and never go back to an
+	// earlier state (internal/editorder).
+	err := n.edits.Apply(ch+"|"+ts, m, func() error {
+		ctx, cancel := context.WithTimeout(ctx, n.timeout)
+		defer cancel()
+		text, blocks := Render(m)
+		_, _, _, err := n.api.UpdateMessageContext(ctx, ch, ts, slackgo.MsgOptionText(text, false), slackgo.MsgOptionBlocks(blocks...))
+		return err
+	})
 	if err == nil {
 		return nil
 	}

@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/mail"
 	"strings"
 	"testing"
 	"time"
 
+	actemail "github.com/countersign/countersign/action/email"
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/internal/fakeslack"
+	"github.com/countersign/countersign/mailer"
 	notifyslack "github.com/countersign/countersign/notify/slack"
 	slackgo "github.com/slack-go/slack"
 )
@@ -23,12 +26,12 @@ func message(status approval.Status) approval.Message {
 	return approval.Message{
 		OperationKey: "op_aaaaaaaaaaaaaaaaaaaaaaaaaa", Action: "email.send",
 		Title: "Send an email to client@client.example", Summary: "One email, sent as support@example.com.",
-		Fields: []approval.Field{
+		Fields: []approval.ShownField{
 			{Name: "to", Label: "To", Value: "client@client.example"},
 			{Name: "subject", Label: "Subject", Value: "Your *refund* <!channel>"},
-			{Name: "text", Label: "Text", Value: "Hello <@U999>,\n<https://evil.example|your bank> & more", Long: true},
+			{Name: "text", Label: "Text", Value: "Hello <@U999>,\n<https://evil.example|your bank> & more", Long: true, Lines: 2, Chars: 55},
 		},
-		Diff:      []approval.Change{{Field: "start", Before: json.RawMessage(`"09:00"`), After: json.RawMessage(`"10:00"`)}},
+		Diff:      []approval.ShownChange{{Field: "start", Before: `"09:00"`, After: `"10:00"`}},
 		Warnings:  []string{"irreversible: an email cannot be recalled"},
 		Requester: "support-agent", OnBehalfOf: "Sam Lee",
 		PayloadHash: "sha256:3f9a1c0d2b7e" + strings.Repeat("0", 52), ExpiresAt: expires,
@@ -45,13 +48,14 @@ func TestRenderPendingHasExactPreviewAndButtons(t *testing.T) {
 	m := fakeMessage(t, raw)
 	all := m.AllText()
 	for _, want := range []string{
-		"Send an email to client@client.example",                                // header
-		"Your *refund* <!channel>",                                              // a value, verbatim, as plain text
-		"Hello <@U999>,\n<https://evil.example|your bank> & more",               // a long value, verbatim
-		"start\n  before: 09:00\n  after:  10:00",                               // the diff
+		"Approval needed: email.send",                                           // header
+		"│ Send an email to client@client.example",                              // title, fenced
+		"│ Your *refund* <!channel>",                                            // a value, verbatim, as plain text, fenced
+		"│ Hello <@U999>,\n│ <https://evil.example|your bank> & more",           // a long value, verbatim, every line fenced
+		"│ start\n│   before: \"09:00\"\n│   after:  \"10:00\"",                 // the diff
 		"irreversible: an email cannot be recalled",                             // warnings
 		"Requested by *support-agent* on behalf of *Sam Lee*",                   // who
-		"Payload `sha256:3f9a1c0d2b7e`",                                         // hash prefix
+		"Fingerprint `sha256:3f9a1c0d2b7e`",                                     // hash prefix
 		fmt.Sprintf("<!date^%d^{date_short_pretty} at {time}|", expires.Unix()), // expiry
 	} {
 		if !strings.Contains(all, want) {
@@ -147,7 +151,7 @@ func TestRenderStaysWithinSlackLimits(t *testing.T) {
 	m.Title = strings.Repeat("T", 400)
 	m.Fields = nil
 	for i := range 30 {
-		m.Fields = append(m.Fields, approval.Field{Name: fmt.Sprint(i), Label: fmt.Sprint("Field ", i), Value: strings.Repeat("x", 5000), Long: true})
+		m.Fields = append(m.Fields, approval.ShownField{Name: fmt.Sprint(i), Label: fmt.Sprint("Field ", i), Value: strings.Repeat("x", 5000), Long: true})
 	}
 	_, blocks := notifyslack.Render(m)
 	if len(blocks) > 50 {
@@ -162,11 +166,15 @@ func TestRenderStaysWithinSlackLimits(t *testing.T) {
 		}
 	}
 	msg := fakeMessage(t, raw)
-	if !strings.Contains(msg.AllText(), "The preview is too long for one Slack message") {
+	if !strings.Contains(msg.AllText(), "Too long for one Slack message") {
 		t.Fatalf("no truncation warning")
 	}
-	if msg.Button("approve") == nil {
-		t.Fatal("buttons lost")
+	// What is not shown cannot be approved here: Review takes its place.
+	if msg.Button("approve") != nil {
+		t.Fatal("a truncated message offers Approve")
+	}
+	if msg.Button("review") == nil || msg.Button("reject") == nil {
+		t.Fatal("no Review and Reject on a truncated message")
 	}
 	if h := blocks[0].(*slackgo.HeaderBlock); len([]rune(h.Text.Text)) > 150 {
 		t.Fatalf("header of %d characters", len([]rune(h.Text.Text)))
@@ -362,5 +370,114 @@ func TestSlowSlackTimesOutAndRetryFindsMessage(t *testing.T) {
 	}
 	if msgs := fake.Messages(ch); len(msgs) != 1 || msgs[0].TS != h["ts"] {
 		t.Fatalf("messages %d, handle %v", len(msgs), h)
+	}
+}
+
+// A 198 KB email text in Slack was cut, 111,521 characters unseen, and
+// Approve stayed (issue 8). The message now stays within Slack's limits
+// (the fake refuses what Slack would), says how much is not shown, and
+// offers Review, never Approve.
+func TestLongEmailInSlackOffersNoApprove(t *testing.T) {
+	act, err := actemail.New(mailer.NewDevMailbox(1), mail.Address{Address: "agent@corp.example"}, actemail.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Repeat("The quarterly numbers, line by line, for the board. \n", 198<<10/53)
+	in, _ := json.Marshal(map[string]any{"to": []string{"ann@client.example"}, "subject": "Q3", "text": text})
+	p, err := act.Prepare(bg, approval.PrepareRequest{Input: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := &approval.Operation{Key: "op_aaaaaaaaaaaaaaaaaaaaaaaaaa", Action: actemail.Name, Principal: "support-agent",
+		PayloadHash: "sha256:" + strings.Repeat("0", 64), Preview: p.Preview, Status: approval.StatusPending,
+		ExpiresAt: expires, Route: approval.Route{Required: 1}}
+	m := approval.BuildMessage(op, &approval.Policy{}, expires.Add(-time.Hour))
+
+	fake := fakeslack.New(t)
+	n := notifyslack.New(notifyslack.Config{Client: fake.Client("xoxb-test")})
+	if _, err := n.Notify(bg, approval.Notice{Job: approval.Job{ID: "slack:#approvals", Channel: "slack", Target: "#approvals"}, Message: m}); err != nil {
+		t.Fatalf("Slack refused the message: %v", err)
+	}
+	msg := fake.Messages(fake.ChannelID("#approvals"))[0]
+	if msg.Button("approve") != nil {
+		t.Fatal("a message that shows part of the email offers Approve")
+	}
+	if msg.Button("review") == nil || msg.Button("reject") == nil {
+		t.Fatal("no Review or Reject")
+	}
+	if !strings.Contains(msg.AllText(), "characters are not shown here") {
+		t.Errorf("the message does not say it is cut:\n%.2000s", msg.AllText())
+	}
+}
+
+// An allowance in force offers Revoke; nothing else does, and no decided
+// message offers Approve or Reject beside it.
+func TestRenderRevocableAllowanceOffersRevokeOnly(t *testing.T) {
+	for _, revocable := range []bool{true, false} {
+		m := message(approval.StatusSucceeded)
+		m.Action, m.Revocable = approval.GrantAction, revocable
+		_, blocks := notifyslack.Render(m)
+		raw, _ := json.Marshal(blocks)
+		msg := fakeMessage(t, raw)
+		if got := msg.Button(notifyslack.ActionRevoke) != nil; got != revocable {
+			t.Errorf("revocable %v: Revoke button %v", revocable, got)
+		}
+		if msg.Button("approve") != nil || msg.Button("reject") != nil {
+			t.Errorf("a decided allowance offers a decision")
+		}
+	}
+	m := message(approval.StatusPending)
+	m.Revocable = true // never beside the decision buttons
+	_, blocks := notifyslack.Render(m)
+	raw, _ := json.Marshal(blocks)
+	if fakeMessage(t, raw).Button(notifyslack.ActionRevoke) != nil {
+		t.Error("a pending message offers Revoke")
+	}
+}
+
+// Edit is offered beside the decision buttons where the route allows
+// edits, never on a decided message or a step_up one (decided on the page).
+func TestRenderEditButton(t *testing.T) {
+	for _, tc := range []struct {
+		status   approval.Status
+		editable bool
+		stepUp   string
+		want     bool
+	}{
+		{approval.StatusPending, true, "", true},
+		{approval.StatusPending, false, "", false},
+		{approval.StatusPending, true, "passkey", false},
+		{approval.StatusSucceeded, true, "", false},
+	} {
+		m := message(tc.status)
+		m.Editable, m.StepUp = tc.editable, tc.stepUp
+		_, blocks := notifyslack.Render(m)
+		raw, _ := json.Marshal(blocks)
+		if got := fakeMessage(t, raw).Button(notifyslack.ActionEdit) != nil; got != tc.want {
+			t.Errorf("%s editable=%v step_up=%q: Edit %v, want %v", tc.status, tc.editable, tc.stepUp, got, tc.want)
+		}
+	}
+}
+
+// Warnings quote agent text (addresses, link targets, words): they are
+// laid out as plain text, so that an address "*ceo*@client.example" is
+// not shown in bold as "ceo@client.example", another address.
+func TestWarningsAreShownAsWritten(t *testing.T) {
+	m := message(approval.StatusPending)
+	m.Warnings = append(m.Warnings, "Recipients outside corp.example: *ceo*@client.example, _cfo_@client.example, ~x~@client.example.")
+	_, blocks := notifyslack.Render(m)
+	found := false
+	for _, b := range blocks {
+		s, ok := b.(*slackgo.SectionBlock)
+		if !ok || s.Text == nil || !strings.Contains(s.Text.Text, "*ceo*@client.example") {
+			continue
+		}
+		found = true
+		if s.Text.Type != slackgo.PlainTextType {
+			t.Errorf("the warnings are %s, where *…*, _…_ and ~…~ are formatting: %q", s.Text.Type, s.Text.Text)
+		}
+	}
+	if !found {
+		t.Fatal("no block shows the warning")
 	}
 }

@@ -43,9 +43,20 @@ type Webhooks struct {
 	Now    func() time.Time
 }
 
+// idlePerHost is how many connections to one receiver are kept open
+// between notifications. net/http keeps 2 by default, so with more
+// deliveries in flight at once most posts dialled a new connection.
+const idlePerHost = 32
+
 // New builds the channel.
 func New(hooks []Hook) *Webhooks {
-	w := &Webhooks{Hooks: map[string]Hook{}, Client: &http.Client{Timeout: 10 * time.Second,
+	var tr http.RoundTripper // nil: http.DefaultTransport, when it was replaced (tests record requests)
+	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
+		t := dt.Clone()
+		t.MaxIdleConnsPerHost = idlePerHost
+		tr = t
+	}
+	w := &Webhooks{Hooks: map[string]Hook{}, Client: &http.Client{Timeout: 10 * time.Second, Transport: tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, Now: time.Now}
 	for _, h := range hooks {
 		w.Hooks[h.Name] = h
@@ -57,7 +68,13 @@ func New(hooks []Hook) *Webhooks {
 // (with that approver's link) rather than one for the operation.
 func (w *Webhooks) PerApprover(target string) bool { return w.Hooks[target].Links }
 
-// Payload is the JSON body of a notification.
+// Payload is the JSON body of a notification. Machine fields
+// (operation_key, action, status, payload_hash, times) are as stored;
+// every human-readable text (title, summary, field labels and values,
+// diff values, warnings, outcome, names) is the approval message's safe
+// rendering: hidden characters shown as ⟨U+XXXX⟩ and listed in
+// hidden_characters. All of title, summary, fields and diff is the
+// agent's text: a tool that shows it should fence it off from its own.
 type Payload struct {
 	Type         string                  `json:"type"` // approval_requested, operation_updated
 	OperationKey string                  `json:"operation_key"`
@@ -65,8 +82,8 @@ type Payload struct {
 	Status       approval.Status         `json:"status"`
 	Title        string                  `json:"title"`
 	Summary      string                  `json:"summary"`
-	Fields       []approval.Field        `json:"fields"`
-	Diff         []approval.Change       `json:"diff,omitempty"`
+	Fields       []Field                 `json:"fields"`
+	Diff         []Change                `json:"diff,omitempty"`
 	Warnings     []string                `json:"warnings,omitempty"`
 	Requester    string                  `json:"requester"`
 	OnBehalfOf   string                  `json:"on_behalf_of,omitempty"`
@@ -78,13 +95,80 @@ type Payload struct {
 	Outcome      string                  `json:"outcome"`
 	Approver     string                  `json:"approver,omitempty"`
 	ApprovalURL  string                  `json:"approval_url,omitempty"`
+	// HiddenCharacters names the hidden characters escaped in the texts.
+	HiddenCharacters []string `json:"hidden_characters,omitempty"`
+}
+
+// Field is one preview field, rendered safely.
+type Field struct {
+	Name  string `json:"name"`
+	Label string `json:"label"`
+	Value string `json:"value"`
+	Long  bool   `json:"long,omitempty"`
+	// Format "html": Value is the source; HTML is what its recipient reads.
+	Format string    `json:"format,omitempty"`
+	Lines  int       `json:"lines"`
+	Chars  int       `json:"chars"`
+	HTML   *HTMLPart `json:"html,omitempty"`
+	// Item is the bulk item (from 1) the field belongs to, or 0.
+	Item int `json:"item,omitempty"`
+}
+
+// HTMLPart is an HTML body as its recipient reads it.
+type HTMLPart struct {
+	Text   string   `json:"text"`
+	Links  []Link   `json:"links"`
+	Remote []string `json:"remote,omitempty"`
+	// DiffersFromText is true when its words say something other than the text part.
+	DiffersFromText bool `json:"differs_from_text"`
+}
+
+// Link is one link of an HTML part, with where it really goes.
+type Link struct {
+	N    int    `json:"n"`
+	Text string `json:"text"`
+	Href string `json:"href"`
+}
+
+// Change is one field of a diff; before and after are JSON text, absent
+// when the side does not exist.
+type Change struct {
+	Field  string  `json:"field"`
+	Before *string `json:"before,omitempty"`
+	After  *string `json:"after,omitempty"`
+	// Item is the bulk item (from 1) the change belongs to, or 0.
+	Item int `json:"item,omitempty"`
 }
 
 func payload(typ string, m approval.Message) Payload {
-	return Payload{Type: typ, OperationKey: m.OperationKey, Action: m.Action, Status: m.Status, Title: m.Title,
-		Summary: m.Summary, Fields: m.Fields, Diff: m.Diff, Warnings: m.Warnings, Requester: m.Requester,
+	p := Payload{Type: typ, OperationKey: m.OperationKey, Action: m.Action, Status: m.Status, Title: m.Title,
+		Summary: m.Summary, Fields: []Field{}, Warnings: m.Warnings, Requester: m.Requester,
 		OnBehalfOf: m.OnBehalfOf, PayloadHash: m.PayloadHash, ExpiresAt: m.ExpiresAt, Required: m.Required,
 		Approvals: m.Approvals, Rejection: m.Rejection, Outcome: m.Outcome}
+	for _, f := range m.Fields {
+		wf := Field{Name: f.Name, Label: f.Label, Value: f.Value, Long: f.Long, Format: f.Format, Lines: f.Lines, Chars: f.Chars, Item: f.Item}
+		if h := f.HTML; h != nil {
+			wf.HTML = &HTMLPart{Text: h.Text, Links: []Link{}, Remote: h.Remote, DiffersFromText: h.Mismatch.Differs}
+			for _, l := range h.Links {
+				wf.HTML.Links = append(wf.HTML.Links, Link{N: l.N, Text: l.Text, Href: l.Href})
+			}
+		}
+		p.Fields = append(p.Fields, wf)
+	}
+	for _, c := range m.Diff {
+		wc := Change{Field: c.Field, Item: c.Item}
+		if !c.BeforeAbsent {
+			wc.Before = &c.Before
+		}
+		if !c.AfterAbsent {
+			wc.After = &c.After
+		}
+		p.Diff = append(p.Diff, wc)
+	}
+	for _, h := range m.Hidden {
+		p.HiddenCharacters = append(p.HiddenCharacters, h.Name)
+	}
+	return p
 }
 
 // Notify posts an approval_requested notification.

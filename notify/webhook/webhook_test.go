@@ -121,3 +121,36 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+// The payload's human-readable texts are the safe rendering: a field
+// value turned around by U+202E arrives escaped, the hidden character is
+// named, and the machine fields are as stored.
+func TestPayloadTextsAreSafelyRendered(t *testing.T) {
+	op := &approval.Operation{Key: "op_aaaaaaaaaaaaaaaaaaaaaaaaaa", Action: "email.send", Principal: "agent",
+		PayloadHash: "sha256:00", Status: approval.StatusPending, ExpiresAt: time.Now().Add(time.Hour),
+		Preview: approval.Preview{Title: "Send", Fields: []approval.Field{{Name: "subject", Label: "Subject", Value: "Q3 \u202eexe.fdp"},
+			{Name: "html", Label: "HTML part", Value: `<a href="https://evil.example">bank</a>`, Long: true, Format: approval.FormatHTML}},
+			Diff: []approval.Change{{Field: "title", Before: json.RawMessage("\"a\u200bb\"")}}}}
+	n := notice("ops")
+	n.Message = approval.BuildMessage(op, &approval.Policy{}, time.Now())
+	srv, got := sink(t, 204)
+	if _, err := New([]Hook{{Name: "ops", URL: srv.URL}}).Notify(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	var p Payload
+	if err := json.Unmarshal(got()[0].body, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Fields[0].Value != "Q3 ⟨U+202E⟩exe.fdp" || p.OperationKey != op.Key || p.PayloadHash != "sha256:00" {
+		t.Errorf("payload %+v", p)
+	}
+	if len(p.HiddenCharacters) != 2 || p.HiddenCharacters[0] != "U+202E RIGHT-TO-LEFT OVERRIDE" {
+		t.Errorf("hidden_characters %q", p.HiddenCharacters)
+	}
+	if h := p.Fields[1].HTML; h == nil || len(h.Links) != 1 || h.Links[0].Href != "https://evil.example" {
+		t.Errorf("html part %+v", p.Fields[1].HTML)
+	}
+	if len(p.Diff) != 1 || p.Diff[0].Before == nil || *p.Diff[0].Before != `"a⟨U+200B⟩b"` || p.Diff[0].After != nil {
+		t.Errorf("diff %+v", p.Diff)
+	}
+}

@@ -3,6 +3,7 @@
 // "waiting", the Go test approves the operation as the human.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { extractWWWAuthenticateParams, discoverOAuthProtectedResourceMetadata } from "@modelcontextprotocol/sdk/client/auth.js";
 
 const out = (step, value) => console.log(JSON.stringify({ step, value }));
 
@@ -20,6 +21,21 @@ try {
   out("unauthenticated", "connected without a key");
 } catch (e) {
   out("unauthenticated", String(e.message || e));
+}
+
+// What an OAuth-capable client reads from a refusal: the challenge's
+// resource_metadata, and the RFC 9728 metadata it points at.
+{
+  const res = await fetch(process.env.MCP_URL, { method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json, text/event-stream" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "t", version: "0" } } }) });
+  const params = extractWWWAuthenticateParams(res);
+  let metadata = null;
+  try {
+    metadata = await discoverOAuthProtectedResourceMetadata(process.env.MCP_URL, { resourceMetadataUrl: params.resourceMetadataUrl });
+  } catch (e) {
+    metadata = { discoveryError: String(e.message || e) };
+  }
+  out("auth", { status: res.status, challenge: res.headers.get("www-authenticate"), resourceMetadataUrl: params.resourceMetadataUrl?.href ?? null, metadata });
 }
 
 const client = await connect(process.env.API_KEY);

@@ -1,0 +1,325 @@
+// Package htmlview shows the HTML part of an email the way its recipient
+// will read it, without anything that could act on the approver: a
+// sanitized document (no scripts, no styles, no remote loads, no forms)
+// for a sandboxed frame, its visible text for channels that cannot show
+// HTML, every link with its real target, every remote resource it would
+// load, and whether its words differ from the text part.
+package htmlview
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/microcosm-cc/bluemonday"
+	"golang.org/x/net/html"
+	"golang.org/x/net/html/atom"
+)
+
+// View is the HTML part as an approver sees it.
+type View struct {
+	// Doc is a complete, sanitized HTML document for a sandboxed frame.
+	// Links are inert and numbered ("… [1]"), images are replaced by
+	// "[image 1: alt]", so nothing in it loads or navigates.
+	Doc string
+	// Text is what a reader sees of it, block by block, with the same
+	// link and image markers.
+	Text string
+	// Words is Text without the markers, for comparing with the text part.
+	Words string
+	// Links are the link targets in document order, as written.
+	Links []Link
+	// Remote are the remote resources the recipient's mail program may
+	// load (images, backgrounds, style sheets): tracking, or text in
+	// pictures that no one here sees.
+	Remote []string
+	// Hidden says some of it is hidden by styling (display:none and the
+	// like) from the recipient; it is shown in Doc and Text.
+	Hidden bool
+	// Lines estimates how many lines Doc takes at phone width, so a frame
+	// can be sized to show it whole without a script.
+	Lines int
+}
+
+// Link is one link of the HTML part.
+type Link struct {
+	N    int
+	Text string
+	Href string
+}
+
+// Bounds keep the lists short whatever the input: every link is marked in
+// the document, but only the first ones are listed separately.
+const (
+	MaxLinks  = 200
+	MaxRemote = 50
+)
+
+var policy = func() *bluemonday.Policy {
+	p := bluemonday.NewPolicy()
+	p.AllowElements("p", "br", "div", "span", "b", "strong", "i", "em", "u", "s", "strike", "del", "ins",
+		"sub", "sup", "small", "big", "mark", "blockquote", "pre", "code", "tt", "kbd", "samp", "q", "cite", "abbr",
+		"h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "li", "dl", "dt", "dd", "hr", "center", "font", "address",
+		"table", "thead", "tbody", "tfoot", "tr", "td", "th", "caption", "section", "article", "header", "footer", "main")
+	p.AllowAttrs("colspan", "rowspan").Matching(regexp.MustCompile(`^[0-9]{1,3}$`)).OnElements("td", "th")
+	p.AddSpaceWhenStrippingTag(true)
+	return p
+}()
+
+// skipped elements hold nothing a reader sees.
+var skipped = map[atom.Atom]bool{atom.Script: true, atom.Style: true, atom.Head: true, atom.Title: true,
+	atom.Template: true, atom.Noscript: true, atom.Iframe: true, atom.Object: true, atom.Embed: true,
+	atom.Noframes: true, atom.Svg: true, atom.Math: true, atom.Select: true, atom.Textarea: true}
+
+var blocks = map[atom.Atom]bool{atom.P: true, atom.Div: true, atom.Br: true, atom.Li: true, atom.Tr: true,
+	atom.H1: true, atom.H2: true, atom.H3: true, atom.H4: true, atom.H5: true, atom.H6: true, atom.Table: true,
+	atom.Blockquote: true, atom.Pre: true, atom.Hr: true, atom.Dt: true, atom.Dd: true, atom.Ul: true, atom.Ol: true,
+	atom.Section: true, atom.Article: true, atom.Header: true, atom.Footer: true, atom.Center: true, atom.Address: true}
+
+var (
+	hiddenStyle = regexp.MustCompile(`(?i)display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0*(\.0*)?(px|pt|em|rem|%)?\s*(;|$|!)|opacity\s*:\s*0*(\.0*)?\s*(;|$|!)|max-height\s*:\s*0|mso-hide\s*:\s*all`)
+	cssURL      = regexp.MustCompile(`(?i)url\(\s*['"]?([^'")\s]+)`)
+	cssImport   = regexp.MustCompile(`(?i)@import\s+['"]([^'"]+)`)
+)
+
+// Render builds the view of an HTML part.
+func Render(src string) View {
+	var v View
+	root, err := html.Parse(strings.NewReader(src))
+	if err != nil { // x/net/html only fails on read errors
+		root = &html.Node{Type: html.DocumentNode}
+	}
+	w := &walker{v: &v}
+	w.scan(root)
+	w.walk(root)
+	v.Text = tidy(w.text.String())
+	v.Words = tidy(w.words.String())
+
+	var b bytes.Buffer
+	if err := html.Render(&b, root); err != nil {
+		b.Reset()
+	}
+	v.Doc = "<!doctype html><html><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"></head><body>" +
+		policy.Sanitize(b.String()) + "</body></html>"
+	for _, line := range strings.Split(v.Text, "\n") {
+		v.Lines += 1 + utf8.RuneCountInString(line)/38
+	}
+	return v
+}
+
+type walker struct {
+	v            *View
+	text, words  strings.Builder
+	links, image int
+}
+
+func (w *walker) remote(u string) {
+	u = strings.TrimSpace(u)
+	lu := strings.ToLower(u)
+	if u == "" || strings.HasPrefix(lu, "data:") || strings.HasPrefix(lu, "cid:") || strings.HasPrefix(lu, "#") {
+		return
+	}
+	if len(w.v.Remote) < MaxRemote && !contains(w.v.Remote, u) {
+		w.v.Remote = append(w.v.Remote, u)
+	}
+}
+
+func (w *walker) write(s string) {
+	w.text.WriteString(s)
+	w.words.WriteString(s)
+}
+
+// scan finds what styling hides or loads, anywhere in the document.
+func (w *walker) scan(n *html.Node) {
+	if n.Type == html.ElementNode {
+		for _, a := range n.Attr {
+			switch a.Key {
+			case "style":
+				if hiddenStyle.MatchString(a.Val) {
+					w.v.Hidden = true
+				}
+				for _, m := range cssURL.FindAllStringSubmatch(a.Val, -1) {
+					w.remote(m[1])
+				}
+			case "background":
+				w.remote(a.Val)
+			case "hidden":
+				w.v.Hidden = true
+			}
+		}
+		switch n.DataAtom {
+		case atom.Style:
+			for c := n.FirstChild; c != nil; c = c.NextSibling {
+				for _, m := range cssURL.FindAllStringSubmatch(c.Data, -1) {
+					w.remote(m[1])
+				}
+				for _, m := range cssImport.FindAllStringSubmatch(c.Data, -1) {
+					w.remote(m[1])
+				}
+				if hiddenStyle.MatchString(c.Data) {
+					w.v.Hidden = true
+				}
+			}
+		case atom.Link:
+			w.remote(attr(n, "href"))
+		}
+	}
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		w.scan(c)
+	}
+}
+
+// walk collects the text, numbers links and replaces images by markers.
+func (w *walker) walk(n *html.Node) {
+	switch n.Type {
+	case html.TextNode:
+		if n.Parent != nil && n.Parent.DataAtom == atom.Pre {
+			w.write(n.Data)
+		} else {
+			f := strings.Join(strings.Fields(n.Data), " ")
+			if f == "" {
+				w.write(spaceIf(n.Data))
+			} else {
+				w.write(lead(n.Data) + f + spaceIf(n.Data))
+			}
+		}
+		return
+	case html.ElementNode:
+		if skipped[n.DataAtom] {
+			return
+		}
+		switch n.DataAtom {
+		case atom.Img, atom.Image, atom.Input:
+			if n.DataAtom == atom.Input && !strings.EqualFold(attr(n, "type"), "image") {
+				return
+			}
+			w.image++
+			src := attr(n, "src")
+			w.remote(src)
+			if ss := attr(n, "srcset"); ss != "" {
+				for _, part := range strings.Split(ss, ",") {
+					if f := strings.Fields(part); len(f) > 0 {
+						w.remote(f[0])
+					}
+				}
+			}
+			marker := fmt.Sprintf("[image %d", w.image)
+			if alt := strings.Join(strings.Fields(attr(n, "alt")), " "); alt != "" {
+				marker += ": " + alt
+			}
+			marker += "]"
+			w.text.WriteString(marker)
+			n.Type, n.Data, n.DataAtom, n.Attr = html.TextNode, marker, 0, nil
+			return
+		}
+	}
+	if n.Type == html.ElementNode && blocks[n.DataAtom] {
+		w.write("\n")
+	}
+	var kids []*html.Node
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		kids = append(kids, c)
+	}
+	for _, c := range kids {
+		w.walk(c)
+	}
+	if n.Type == html.ElementNode {
+		switch n.DataAtom {
+		case atom.A, atom.Area:
+			if href, ok := attrOK(n, "href"); ok {
+				w.links++
+				if len(w.v.Links) < MaxLinks {
+					w.v.Links = append(w.v.Links, Link{N: w.links, Text: strings.Join(strings.Fields(textOf(n)), " "), Href: strings.TrimSpace(href)})
+				}
+				marker := fmt.Sprintf(" [%d]", w.links)
+				w.text.WriteString(marker)
+				n.AppendChild(&html.Node{Type: html.TextNode, Data: marker})
+			}
+		case atom.Td, atom.Th:
+			w.write(" ")
+		}
+		if blocks[n.DataAtom] {
+			w.write("\n")
+		}
+	}
+}
+
+func lead(s string) string {
+	if s != "" && strings.TrimLeft(s, " \t\r\n\f") != s {
+		return " "
+	}
+	return ""
+}
+
+func spaceIf(s string) string {
+	if s != "" && strings.TrimRight(s, " \t\r\n\f") != s {
+		return " "
+	}
+	return ""
+}
+
+func attr(n *html.Node, key string) string {
+	v, _ := attrOK(n, key)
+	return v
+}
+
+func attrOK(n *html.Node, key string) (string, bool) {
+	for _, a := range n.Attr {
+		if a.Key == key && a.Namespace == "" {
+			return a.Val, true
+		}
+	}
+	return "", false
+}
+
+func textOf(n *html.Node) string {
+	var b strings.Builder
+	var f func(*html.Node)
+	f = func(n *html.Node) {
+		if n.Type == html.TextNode {
+			b.WriteString(n.Data)
+			b.WriteByte(' ')
+		}
+		if n.Type == html.ElementNode && skipped[n.DataAtom] {
+			return
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			f(c)
+		}
+	}
+	f(n)
+	return b.String()
+}
+
+// tidy trims every line and keeps at most one empty line in a row.
+func tidy(s string) string {
+	var out []string
+	blank := true
+	for _, l := range strings.Split(s, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" {
+			if !blank {
+				out = append(out, "")
+			}
+			blank = true
+			continue
+		}
+		out = append(out, l)
+		blank = false
+	}
+	for len(out) > 0 && out[len(out)-1] == "" {
+		out = out[:len(out)-1]
+	}
+	return strings.Join(out, "\n")
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,179 @@
+//go:build faults
+
+package faults
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// target is the API http.request writes to: items with ETags, every PATCH
+// counted by its path and its Idempotency-Key whatever the answer, and
+// holds that keep a re-read (GET) or a write (PATCH) in flight so that a
+// test can kill the replica doing it.
+type target struct {
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	ver      map[string]int             // item path → version (ETag "vN")
+	writes   map[string]int             // item path → PATCH requests received
+	byKey    map[string]int             // Idempotency-Key → PATCH requests received
+	holdGet  time.Duration              // hold each GET this long (0: none)
+	holdPut  time.Duration              // hold each PATCH this long before answering
+	inFlight map[string]map[string]bool // item path → remote addresses of held requests
+}
+
+func startTarget(t *testing.T) *target {
+	tg := &target{ver: map[string]int{}, writes: map[string]int{}, byKey: map[string]int{}, inFlight: map[string]map[string]bool{}}
+	tg.srv = httptest.NewServer(http.HandlerFunc(tg.serve))
+	t.Cleanup(tg.srv.Close)
+	return tg
+}
+
+func (tg *target) serve(w http.ResponseWriter, r *http.Request) {
+	path := strings.TrimPrefix(r.URL.Path, "/api")
+	if !strings.HasPrefix(path, "/items/") {
+		http.NotFound(w, r)
+		return
+	}
+	tg.mu.Lock()
+	v, ok := tg.ver[path]
+	if !ok {
+		v = 1
+		tg.ver[path] = v
+	}
+	var hold time.Duration
+	switch r.Method {
+	case http.MethodGet:
+		hold = tg.holdGet
+	case http.MethodPatch:
+		tg.writes[path]++
+		tg.byKey[r.Header.Get("Idempotency-Key")]++
+		hold = tg.holdPut
+		if m := r.Header.Get("If-Match"); m != "" && m != etag(v) {
+			tg.mu.Unlock()
+			w.WriteHeader(http.StatusPreconditionFailed)
+			return
+		}
+		v++
+		tg.ver[path] = v
+	default:
+		tg.mu.Unlock()
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	if hold > 0 {
+		if tg.inFlight[path] == nil {
+			tg.inFlight[path] = map[string]bool{}
+		}
+		tg.inFlight[path][r.RemoteAddr] = true
+	}
+	tg.mu.Unlock()
+	if hold > 0 {
+		select {
+		case <-time.After(hold):
+		case <-r.Context().Done():
+		}
+		tg.mu.Lock()
+		delete(tg.inFlight[path], r.RemoteAddr)
+		tg.mu.Unlock()
+	}
+	w.Header().Set("ETag", etag(v))
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"qty": v})
+}
+
+func etag(v int) string { return fmt.Sprintf(`"v%d"`, v) }
+
+// hold sets how long GETs and PATCHes are held.
+func (tg *target) hold(get, put time.Duration) {
+	tg.mu.Lock()
+	tg.holdGet, tg.holdPut = get, put
+	tg.mu.Unlock()
+}
+
+// writesTo returns the PATCH requests received for an item path.
+func (tg *target) writesTo(path string) int {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	return tg.writes[path]
+}
+
+// heldFrom returns the remote addresses of the held requests on path.
+func (tg *target) heldFrom(path string) []string {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	var out []string
+	for a := range tg.inFlight[path] {
+		out = append(out, a)
+	}
+	return out
+}
+
+// inFlightCount returns how many requests are held now.
+func (tg *target) inFlightCount() int {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	n := 0
+	for _, m := range tg.inFlight {
+		n += len(m)
+	}
+	return n
+}
+
+// ownerOf returns the replica whose process holds the client end of the
+// TCP connection from remote (the address a server saw), by matching the
+// socket in /proc/net/tcp against the replicas' file descriptors.
+func (c *cluster) ownerOf(remote string) *replica {
+	_, port, err := net.SplitHostPort(remote)
+	if err != nil {
+		return nil
+	}
+	p, _ := strconv.Atoi(port)
+	inode := socketInode(p)
+	if inode == "" {
+		return nil
+	}
+	for _, r := range c.replicas {
+		pid := r.pid()
+		if pid == 0 {
+			continue
+		}
+		fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+		for _, fd := range fds {
+			if l, err := os.Readlink(fd); err == nil && l == "socket:["+inode+"]" {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// socketInode finds the inode of the local TCP socket bound to port.
+func socketInode(port int) string {
+	f, err := os.Open("/proc/net/tcp")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	want := fmt.Sprintf(":%04X", port)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) > 9 && strings.HasSuffix(fs[1], want) {
+			return fs[9]
+		}
+	}
+	return ""
+}

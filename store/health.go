@@ -1,0 +1,86 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Ready reports whether the store takes writes now: a Redis that answers
+// but refuses writes (out of memory under noeviction, a read-only replica
+// after a failover) is not ready, because no operation could move.
+func (r *Redis) Ready(ctx context.Context) error {
+	host, _ := os.Hostname()
+	err := r.rdb.Set(ctx, readyKey(host), "1", 10*time.Second).Err()
+	switch {
+	case err == nil:
+		return nil
+	case oom(err):
+		return errors.New("redis refuses writes: it is out of memory (maxmemory with noeviction)")
+	case strings.HasPrefix(err.Error(), "READONLY"):
+		return errors.New("redis refuses writes: it is a read-only replica")
+	}
+	return unavailable("ready", err)
+}
+
+// Check is what a service outside development mode requires of its Redis
+// at start: it must never evict keys (an evicted operation is a lost one),
+// and it should persist them. It returns the warnings to log.
+func (r *Redis) Check(ctx context.Context) (warnings []string, err error) {
+	var nodes []*redis.Client
+	switch c := r.rdb.(type) {
+	case *redis.ClusterClient:
+		var mu sync.Mutex // ForEachMaster calls back concurrently
+		err = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			mu.Lock()
+			nodes = append(nodes, n)
+			mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			return nil, unavailable("check", err)
+		}
+	case *redis.Client:
+		nodes = []*redis.Client{c}
+	default:
+		return nil, nil // a failover client: checked through INFO on the master below
+	}
+	for _, n := range nodes {
+		// One section per call: not every server takes more.
+		mem, err := n.Info(ctx, "memory").Result()
+		pers, err2 := n.Info(ctx, "persistence").Result()
+		var refused redis.Error
+		if errors.As(err, &refused) || errors.As(err2, &refused) {
+			// A server that does not report these (the embedded one, some
+			// managed services) cannot be checked: say so.
+			warnings = append(warnings, fmt.Sprintf("redis at %s does not report its eviction policy and persistence (%v); make sure it never evicts keys", n.Options().Addr, refused))
+			continue
+		}
+		if err = errors.Join(err, err2); err != nil {
+			return nil, unavailable("check", err)
+		}
+		policy, aof := infoField(mem, "maxmemory_policy"), infoField(pers, "aof_enabled")
+		if policy != "" && policy != "noeviction" {
+			return nil, fmt.Errorf("redis at %s has maxmemory-policy %s: countersign needs noeviction, or Redis may silently drop operations (CONFIG SET maxmemory-policy noeviction)", n.Options().Addr, policy)
+		}
+		if aof == "0" {
+			warnings = append(warnings, fmt.Sprintf("redis at %s has AOF off: acknowledged operations are lost if it restarts (appendonly yes)", n.Options().Addr))
+		}
+	}
+	return warnings, nil
+}
+
+func infoField(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}

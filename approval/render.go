@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -39,6 +40,25 @@ func (f ShownField) Size() string {
 		chars = fmt.Sprintf("%d characters", f.Chars)
 	}
 	return lines + ", " + chars
+}
+
+// AsText is the field for a channel that lays out plain text only (chat
+// cards): its label, with the size of a long value, and its value. An HTML
+// body becomes what the recipient reads and where its links go, and
+// laidOut is false: the approver must be sent to the page to see it whole.
+func (f ShownField) AsText() (label, size, value string, laidOut bool) {
+	label = cmp.Or(f.Label, f.Name)
+	if f.Long {
+		size = " (" + f.Size() + ")"
+	}
+	if f.HTML == nil {
+		return label, size, f.Value, true
+	}
+	value = f.HTML.Text
+	for _, l := range f.HTML.Links {
+		value += fmt.Sprintf("\n[%d] %s → %s", l.N, l.Text, l.Href)
+	}
+	return label + ", as the recipient will read it", size, value, false
 }
 
 // HTMLPart is an HTML body as its recipient will see it (package

@@ -50,25 +50,10 @@ func BuildContent(m approval.Message) Content {
 	}
 	c.add(head)
 	for _, f := range m.OwnFields() {
-		label := f.Label
-		if label == "" {
-			label = f.Name
-		}
-		size := ""
-		if f.Long {
-			size = " (" + f.Size() + ")"
-		}
-		value := f.Value
-		if h := f.HTML; h != nil {
-			// Slack cannot lay out HTML: show what the recipient reads and
-			// where its links go, and send the approver to the page.
-			c.Whole = false
-			label += ", as the recipient will read it"
-			value = h.Text
-			for _, l := range h.Links {
-				value += fmt.Sprintf("\n[%d] %s → %s", l.N, l.Text, l.Href)
-			}
-		}
+		// Slack cannot lay out HTML: it shows what the recipient reads
+		// and sends the approver to the page.
+		label, size, value, laidOut := f.AsText()
+		c.Whole = c.Whole && laidOut
 		c.Blocks = append(c.Blocks, Section(Mrkdwn("*"+Escape(Truncate(label, 200))+"*"+Escape(size))))
 		c.add(value)
 	}

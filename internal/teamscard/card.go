@@ -124,25 +124,10 @@ func buildContent(m approval.Message) content {
 	}
 	c.lines(head)
 	for _, f := range m.Fields {
-		label := f.Label
-		if label == "" {
-			label = f.Name
-		}
-		size := ""
-		if f.Long {
-			size = " (" + f.Size() + ")"
-		}
-		value := f.Value
-		if h := f.HTML; h != nil {
-			// Teams cannot lay out an email's HTML: show what the recipient
-			// reads and where its links go, and send the approver to the page.
-			c.whole = false
-			label += ", as the recipient will read it"
-			value = h.Text
-			for _, l := range h.Links {
-				value += fmt.Sprintf("\n[%d] %s → %s", l.N, l.Text, l.Href)
-			}
-		}
+		// Teams cannot lay out an email's HTML: it shows what the
+		// recipient reads and sends the approver to the page.
+		label, size, value, laidOut := f.AsText()
+		c.whole = c.whole && laidOut
 		c.pieces = append(c.pieces, Element{Type: "RichTextBlock", Spacing: "Medium", Inlines: []Inline{Bold(truncate(label, 200)), Run(size)}})
 		c.lines(value)
 	}

@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/mail"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/countersign/countersign/internal/openapitest"
 	"github.com/countersign/countersign/internal/redistest"
 	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/internal/testkit"
 	"github.com/countersign/countersign/mailer"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/web"
@@ -95,19 +95,7 @@ func startRealService(t *testing.T, smtp *smtptest.Server) *svcEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.App().Listener(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	})
-	e.url = "http://" + ln.Addr().String()
+	e.url = testkit.Serve(t, srv.App().Listener, srv.Shutdown)
 	tr, err := openapitest.NewTransport(nil)
 	if err != nil {
 		t.Fatal(err)

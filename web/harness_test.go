@@ -92,19 +92,8 @@ func newPageEnv(t *testing.T, o pageOpts) *pageEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.App().Listener(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	})
-	return &pageEnv{t: t, svc: svc, srv: srv, store: st, base: "http://" + ln.Addr().String(), inbox: inbox, agent: agent, log: logs,
+	base := testkit.Serve(t, srv.App().Listener, srv.Shutdown)
+	return &pageEnv{t: t, svc: svc, srv: srv, store: st, base: base, inbox: inbox, agent: agent, log: logs,
 		writes: func() int { mu.Lock(); defer mu.Unlock(); return writes }}
 }
 

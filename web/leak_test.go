@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -105,17 +104,7 @@ func TestStoreOutageAnswers503InTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.App().Listener(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
-	base := "http://" + ln.Addr().String()
+	base := testkit.Serve(t, srv.App().Listener, srv.Shutdown)
 	token := links.Sign(approval.NewLinkClaims(approval.NewOperationKey(), "grace", "email", time.Now().Add(time.Hour)), "sha256:00")
 	c := newClient("")
 	for _, req := range []struct {

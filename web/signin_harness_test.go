@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"html"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -130,19 +129,8 @@ func newSigninEnv(t *testing.T) *signinEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.App().Listener(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	})
-	return &signinEnv{t: t, svc: svc, store: st, idp: idp, base: "http://" + ln.Addr().String(), log: logs, notes: n,
+	base := testkit.Serve(t, srv.App().Listener, srv.Shutdown)
+	return &signinEnv{t: t, svc: svc, store: st, idp: idp, base: base, log: logs, notes: n,
 		agent: agent, agentKey: agentKey}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -72,8 +73,37 @@ func (r *Redis) Check(ctx context.Context) (warnings []string, err error) {
 		if aof == "0" {
 			warnings = append(warnings, fmt.Sprintf("redis at %s has AOF off: acknowledged operations are lost if it restarts (appendonly yes)", n.Options().Addr))
 		}
+		if w := listpackAdvice(ctx, n); w != "" {
+			warnings = append(warnings, w)
+		}
 	}
 	return warnings, nil
+}
+
+// CompactHashValue is the hash-max-listpack-value countersign asks of its
+// Redis. An operation is one hash of about 17 fields; below this limit for
+// its longest value (the packed input, about 880 bytes for 1 KiB of random
+// text) Redis keeps it as one listpack, a few bytes per field, instead of
+// a table of separately allocated entries, 50–70 bytes per field: about a
+// quarter of a pending operation's memory (BENCHMARKS.md). Its fields are
+// few, so reading one from a listpack stays cheap.
+const CompactHashValue = 4096
+
+// listpackAdvice says how to set CompactHashValue where the server is
+// below it. A server that refuses CONFIG (managed services) is not advised.
+func listpackAdvice(ctx context.Context, n *redis.Client) string {
+	var v string
+	for _, name := range []string{"hash-max-listpack-value", "hash-max-ziplist-value"} { // Redis 7, Redis 6
+		if got, err := n.ConfigGet(ctx, name).Result(); err == nil && got[name] != "" {
+			v = got[name]
+			break
+		}
+	}
+	if limit, err := strconv.Atoi(v); err != nil || limit >= CompactHashValue {
+		return ""
+	}
+	return fmt.Sprintf("redis at %s has hash-max-listpack-value %s: operations take about a quarter more memory than with %d (CONFIG SET hash-max-listpack-value %d, and the same in redis.conf)",
+		n.Options().Addr, v, CompactHashValue, CompactHashValue)
 }
 
 func infoField(info, name string) string {

@@ -30,8 +30,10 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
+	return newFixtureOn(t, redistest.Start(t).Client(t))
+}
+
+func newFixtureOn(t *testing.T, rdb redis.UniversalClient) *fixture {
 	st := store.New(rdb, nil)
 	t.Cleanup(func() { _ = st.Close() })
 	return &fixture{t: t, st: st, rdb: rdb, now: time.Now().UTC().Truncate(time.Millisecond),

@@ -5,10 +5,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/store"
 	"gopkg.in/yaml.v3"
 )
 
@@ -79,8 +81,9 @@ func TestDockerComposeFitToRun(t *testing.T) {
 			policy = filepath.Join("../..", src)
 		}
 	}
-	if r := strings.Join(cf.Services["redis"].Command, " "); !strings.Contains(r, "--appendonly yes") || !strings.Contains(r, "--maxmemory-policy noeviction") {
-		t.Errorf("redis runs %q: want AOF and noeviction", r)
+	if r := strings.Join(cf.Services["redis"].Command, " "); !strings.Contains(r, "--appendonly yes") || !strings.Contains(r, "--maxmemory-policy noeviction") ||
+		!strings.Contains(r, "--hash-max-listpack-value "+strconv.Itoa(store.CompactHashValue)) {
+		t.Errorf("redis runs %q: want AOF, noeviction and compact hashes", r)
 	}
 	if policy == "" {
 		t.Fatal("no service of the policy profile")

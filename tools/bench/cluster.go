@@ -5,15 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // The cluster phase measures end-to-end loops per second on a Redis
@@ -43,7 +38,7 @@ func startCluster(bin, dir string, n int) ([]*redisProc, error) {
 	var nodes []*redisProc
 	var addrs []string
 	for range n {
-		r, err := startRedisArgs(bin, dir, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+		r, err := startRedis(bin, dir, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
 		if err != nil {
 			for _, r := range nodes {
 				r.stop()
@@ -214,33 +209,4 @@ func runLoopers(ls []*looper, c int, d time.Duration) (samples int, elapsed time
 		}
 	}
 	return samples, elapsed, errs, first
-}
-
-// startRedisArgs is startRedis with extra arguments.
-func startRedisArgs(bin, dir string, extra ...string) (*redisProc, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	_, port, _ := net.SplitHostPort(addr)
-	rdir := filepath.Join(dir, "redis-"+port)
-	if err := os.MkdirAll(rdir, 0o700); err != nil {
-		return nil, err
-	}
-	args := append([]string{"--port", port, "--bind", "127.0.0.1", "--dir", rdir, "--save", "", "--appendonly", "no",
-		"--daemonize", "no", "--maxmemory-policy", "noeviction"}, extra...)
-	p, err := startProc("redis-"+port, dir, os.Environ(), bin, args...)
-	if err != nil {
-		return nil, err
-	}
-	r := &redisProc{proc: p, addr: addr, rdb: redis.NewClient(&redis.Options{Addr: addr}), streams: map[string][]string{}}
-	deadline := time.Now().Add(10 * time.Second)
-	for r.rdb.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) || p.exited() {
-			p.stop()
-			return nil, fmt.Errorf("redis-server did not start (see %s)", p.log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return r, nil
 }

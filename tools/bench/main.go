@@ -25,10 +25,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/countersign/countersign/store"
 	"github.com/valyala/fasthttp"
 )
 
@@ -44,6 +46,7 @@ type options struct {
 	clusterShards            string
 	clusterPrincipals        int
 	profile                  bool
+	redisConfig              string
 }
 
 func main() {
@@ -68,6 +71,7 @@ func main() {
 	flag.IntVar(&o.clusterPrincipals, "cluster-principals", 8, "cluster phase: agents (principals) the loops are spread over")
 	flag.StringVar(&o.outDir, "out", "", "directory for logs and CPU profiles (default: a temporary one, removed)")
 	flag.BoolVar(&o.profile, "profile", false, "take CPU profiles of countersign during the last round's prepare and loop runs")
+	flag.StringVar(&o.redisConfig, "redis-config", "", `settings for the bench's redis-servers, as in redis.conf: "name value name value …"`)
 	timeout := flag.Duration("timeout", 20*time.Minute, "stop everything after this long")
 	flag.Parse()
 	if *limitMode {
@@ -173,7 +177,7 @@ func (b *bench) run() error {
 // main runs the throughput rounds, the latency loops and the round-trip
 // count on one redis-server shared by countersign and the limit handler.
 func (b *bench) main(ctx context.Context, pt *parties) error {
-	r, err := startRedis(b.o.redisServer, b.dir)
+	r, err := startRedis(b.o.redisServer, b.dir, b.o.redisArgs()...)
 	if err != nil {
 		return err
 	}
@@ -266,29 +270,41 @@ func (b *bench) main(ctx context.Context, pt *parties) error {
 }
 
 // memory measures on a service and redis-server of their own, so that
-// INFO memory counts nothing else.
+// INFO memory counts nothing else: once with Redis's defaults and once as
+// countersign advises (store.CompactHashValue); the drafts' expiry, which
+// does not depend on it, only the second time.
 func (b *bench) memory(ctx context.Context, pt *parties) error {
-	r, err := startRedis(b.o.redisServer, b.dir)
-	if err != nil {
-		return err
+	advised := []string{"--hash-max-listpack-value", strconv.Itoa(store.CompactHashValue)}
+	for i, cfg := range []struct {
+		name string
+		args []string
+	}{
+		{"Redis's defaults", b.o.redisArgs()},
+		{"hash-max-listpack-value " + strconv.Itoa(store.CompactHashValue) + ", as countersign advises", append(b.o.redisArgs(), advised...)},
+	} {
+		r, err := startRedis(b.o.redisServer, b.dir, cfg.args...)
+		if err != nil {
+			return err
+		}
+		b.stops = append(b.stops, r.stop)
+		svc, err := startService(b.o.countersign, b.dir, "countersign-memory-"+strconv.Itoa(i), r, pt, b.keyHash, "1m", false)
+		if err != nil {
+			return err
+		}
+		b.stops = append(b.stops, svc.stop)
+		wait := time.Duration(0)
+		if b.o.memExpiry && i == 1 {
+			wait = time.Minute + 2*time.Second
+		}
+		m, err := measureMemory(ctx, r, newClient(svc.addr, b.key, 32), pt, b.o.memN, b.o.memRandom, wait)
+		if err != nil {
+			return err
+		}
+		m.Config = cfg.name
+		b.rep.mem = append(b.rep.mem, &m)
+		svc.stop()
+		r.stop()
 	}
-	b.stops = append(b.stops, r.stop)
-	svc, err := startService(b.o.countersign, b.dir, "countersign-memory", r, pt, b.keyHash, "1m", false)
-	if err != nil {
-		return err
-	}
-	b.stops = append(b.stops, svc.stop)
-	wait := time.Duration(0)
-	if b.o.memExpiry {
-		wait = time.Minute + 2*time.Second
-	}
-	m, err := measureMemory(ctx, r, newClient(svc.addr, b.key, 32), pt, b.o.memN, b.o.memRandom, wait)
-	if err != nil {
-		return err
-	}
-	b.rep.mem = &m
-	svc.stop()
-	r.stop()
 	return nil
 }
 
@@ -388,4 +404,13 @@ func (b *bench) profileIf(on bool, svc *service, name string) (stop func()) {
 		}
 	}()
 	return func() { <-done }
+}
+
+// redisArgs is -redis-config as redis-server's arguments.
+func (o *options) redisArgs() []string {
+	f := strings.Fields(o.redisConfig)
+	for i := 0; i < len(f); i += 2 {
+		f[i] = "--" + f[i]
+	}
+	return f
 }

@@ -54,6 +54,7 @@ func kibInput(i int, random bool) []byte {
 
 // memResult is the memory phase's figures.
 type memResult struct {
+	Config     string // the redis-server's settings
 	N          int
 	InputBytes int
 	Random     bool

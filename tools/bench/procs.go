@@ -92,7 +92,9 @@ type redisProc struct {
 	streams map[string][]string // by pattern, see sumXLen
 }
 
-func startRedis(bin, dir string) (*redisProc, error) {
+// startRedis starts one with extra arguments ("--name", "value" …) after
+// the bench's own.
+func startRedis(bin, dir string, extra ...string) (*redisProc, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -104,8 +106,9 @@ func startRedis(bin, dir string) (*redisProc, error) {
 	}
 	// No persistence: the comparison is of the two servers, and both
 	// write to the same Redis.
-	p, err := startProc("redis-"+port, dir, os.Environ(), bin, "--port", port, "--bind", "127.0.0.1",
-		"--dir", rdir, "--save", "", "--appendonly", "no", "--daemonize", "no", "--maxmemory-policy", "noeviction")
+	args := append([]string{"--port", port, "--bind", "127.0.0.1", "--dir", rdir, "--save", "", "--appendonly", "no",
+		"--daemonize", "no", "--maxmemory-policy", "noeviction"}, extra...)
+	p, err := startProc("redis-"+port, dir, os.Environ(), bin, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,7 @@ type report struct {
 	rounds   []roundResult
 	latency  []sample
 	trips    []trips
-	mem      *memResult
+	mem      []*memResult
 	cluster  []clusterRun
 	profiles []string
 }
@@ -99,12 +99,12 @@ func (r *report) print(w io.Writer) {
 			}
 		}
 	}
-	if m := r.mem; m != nil {
+	for _, m := range r.mem {
 		kind := "prose"
 		if m.Random {
 			kind = "random, incompressible"
 		}
-		fmt.Fprintf(w, "\nRedis memory (INFO used_memory delta over %d operations, input %d bytes of JSON, %s text):\n", m.N, m.InputBytes, kind)
+		fmt.Fprintf(w, "\nRedis memory (INFO used_memory delta over %d operations, input %d bytes of JSON, %s text; %s):\n", m.N, m.InputBytes, kind, m.Config)
 		fmt.Fprintf(w, "  pending operation (sent, notified)     %7.0f bytes = %.2f KiB\n", m.Pending, m.Pending/1024)
 		fmt.Fprintf(w, "  draft, never sent                      %7.0f bytes = %.2f KiB  (keys live %s)\n", m.Draft, m.Draft/1024, m.DraftTTL.Round(time.Second))
 		shapes := slices.Sorted(maps.Keys(m.Breakdown))
@@ -202,13 +202,13 @@ func printPhases(w io.Writer, s []sample) {
 }
 
 func (r *report) printTargets(w io.Writer) {
-	fmt.Fprintf(w, "\ntargets:\n  %-62s %14s %10s  %s\n", "figure", "measured", "target", "")
+	fmt.Fprintf(w, "\ntargets:\n  %-74s %14s %10s  %s\n", "figure", "measured", "target", "")
 	row := func(name, got, want string, ok bool) {
 		mark := "met"
 		if !ok {
 			mark = "NOT MET"
 		}
-		fmt.Fprintf(w, "  %-62s %14s %10s  %s\n", name, got, want, mark)
+		fmt.Fprintf(w, "  %-74s %14s %10s  %s\n", name, got, want, mark)
 	}
 	if len(r.rounds) > 0 {
 		var lim, prep, loops, reqs []float64
@@ -228,11 +228,11 @@ func (r *report) printTargets(w io.Writer) {
 			prepCPU += perRequest(rd.prepareCPU, rd.prepare.N)
 			loopCPU += perRequest(rd.loopCPU, len(rd.loops))
 		}
-		fmt.Fprintf(w, "  %-62s %14.2f %10s\n", "  (from CPU per request: prepare / limit handler)", limCPU/prepCPU, "")
-		fmt.Fprintf(w, "  %-62s %14.2f %10s\n", "  (from CPU per request: full loop / (limit ÷ requests per loop))", limCPU*mean(reqs)/loopCPU, "")
+		fmt.Fprintf(w, "  %-74s %14.2f %10s\n", "  (from CPU per request: prepare / limit handler)", limCPU/prepCPU, "")
+		fmt.Fprintf(w, "  %-74s %14.2f %10s\n", "  (from CPU per request: full loop / (limit ÷ requests per loop))", limCPU*mean(reqs)/loopCPU, "")
 	}
-	if m := r.mem; m != nil {
-		row("Redis memory per pending op, 1 KiB input", fmt.Sprintf("%.2f KiB", m.Pending/1024), "≤ 3 KiB", m.Pending <= 3*1024)
+	for _, m := range r.mem {
+		row("Redis memory per pending op, 1 KiB input ("+strings.SplitN(m.Config, ",", 2)[0]+")", fmt.Sprintf("%.2f KiB", m.Pending/1024), "≤ 3 KiB", m.Pending <= 3*1024)
 		if m.Measured {
 			row("never-sent draft kept after expiry", m.TombTTL.Round(time.Minute).String(), "≤ 1h", m.TombTTL <= time.Hour)
 		}

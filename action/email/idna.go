@@ -10,6 +10,9 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
+// ideographicDots are the full stops IDNA reads as label separators.
+var ideographicDots = strings.NewReplacer("\u3002", ".", "\uff0e", ".", "\uff61", ".")
+
 // normalizeDomain returns the lowercase ASCII form of a domain name, with
 // internationalized labels in punycode ("Bücher.Example" becomes
 // "xn--bcher-kva.example"). The ASCII form is what SMTP servers route on,
@@ -21,7 +24,7 @@ import (
 // lowercased, and the name needs at least two labels (no bare "localhost",
 // no IP literals).
 func normalizeDomain(d string) (string, error) {
-	d = strings.NewReplacer("\u3002", ".", "\uff0e", ".", "\uff61", ".").Replace(d)
+	d = ideographicDots.Replace(d)
 	d = strings.TrimSuffix(d, ".")
 	if d == "" {
 		return "", errors.New("domain is empty")

@@ -63,8 +63,11 @@ func (a Address) String() string {
 		!strings.ContainsAny(a.Name, `()<>[]:;@\,."`) {
 		return plain
 	}
-	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(a.Name) + `" <` + addr + ">"
+	return `"` + quotedPair.Replace(a.Name) + `" <` + addr + ">"
 }
+
+// quotedPair escapes a display name inside a quoted string (RFC 5322 §3.2.4).
+var quotedPair = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 
 // wireAddress is local@domain as SMTP and the header carry it.
 func wireAddress(addr string) string {

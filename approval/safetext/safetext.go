@@ -30,6 +30,9 @@ const (
 // too (names, addresses, subjects, paths), so a one-line value stays on
 // one line.
 func Escape(s string, multiline bool) (string, []rune) {
+	if plain(s, multiline) {
+		return s, nil
+	}
 	var found []rune
 	var b strings.Builder
 	clean := true
@@ -70,6 +73,19 @@ func Escape(s string, multiline bool) (string, []rune) {
 	return b.String(), found
 }
 
+// plain reports whether s is printable ASCII (and line feeds and tabs when
+// multiline), which Escape returns as it is: most text is, and this
+// answers for it without decoding a rune.
+func plain(s string, multiline bool) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 && !(multiline && (c == '\n' || c == '\t')) || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
 // Line escapes a one-line value.
 func Line(s string) string { out, _ := Escape(s, false); return out }
 
@@ -84,6 +100,9 @@ func Block(s string) string { out, _ := Escape(s, true); return out }
 // variation selectors, line and paragraph separators, and unassigned code
 // points, whose look no one can predict.
 func Hidden(r rune) bool {
+	if r < utf8.RuneSelf {
+		return r < 0x20 || r == 0x7f
+	}
 	switch {
 	case r < 0x20, r >= 0x7f && r <= 0x9f:
 		return true

@@ -131,9 +131,9 @@ func FencedChunks(s string) []string {
 
 // Escape makes text safe inside mrkdwn: Slack's control characters &, <
 // and > are escaped, so nothing becomes a mention, link or command.
-func Escape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
-}
+func Escape(s string) string { return mrkdwnEscaper.Replace(s) }
+
+var mrkdwnEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // Truncate cuts s to n runes, marking the cut with "…".
 func Truncate(s string, n int) string {

@@ -300,9 +300,7 @@ func revokeButton(m approval.Message) slackgo.Block {
 
 func truncate(s string, n int) string { return slackwire.Truncate(s, n) }
 
-func escape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
-}
+func escape(s string) string { return slackwire.Escape(s) }
 
 func plain(s string) *slackgo.TextBlockObject {
 	return slackgo.NewTextBlockObject(slackgo.PlainTextType, s, false, false)

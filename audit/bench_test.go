@@ -41,7 +41,7 @@ func BenchmarkSeal(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			e := Entry{Event: ev, Chain: "s3.17", Seq: 42, Prev: "sha256:00"}
-			if _, err := e.sealLine(); err != nil {
+			if _, err := e.sealLine(nil); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -44,23 +44,22 @@ func (e *Entry) Seal() error {
 	return nil
 }
 
-// sealLine seals e and returns its line: exactly what
+// sealLine seals e and appends its line to dst: exactly what
 // json.Marshal(Line{Audit: e}) writes (Hash is the entry's last field),
 // built from the encoding that was hashed instead of encoding it again.
-func (e *Entry) sealLine() ([]byte, error) {
+func (e *Entry) sealLine(dst []byte) ([]byte, error) {
 	e.Hash = ""
 	raw, err := json.Marshal(e)
 	if err != nil {
-		return nil, fmt.Errorf("audit: encode: %w", err)
+		return dst, fmt.Errorf("audit: encode: %w", err)
 	}
 	c, err := jcs.Transform(raw)
 	if err != nil {
-		return nil, fmt.Errorf("audit: canonical form: %w", err)
+		return dst, fmt.Errorf("audit: canonical form: %w", err)
 	}
 	e.Hash = approval.SHA256Hex(c)
-	line := make([]byte, 0, len(raw)+96)
-	line = append(append(line, `{"audit":`...), raw[:len(raw)-1]...)
-	return append(append(append(line, `,"hash":"`...), e.Hash...), `"}}`...), nil
+	dst = append(append(dst, `{"audit":`...), raw[:len(raw)-1]...)
+	return append(append(append(dst, `,"hash":"`...), e.Hash...), `"}}`...), nil
 }
 
 // digest is SHA-256 over the canonical JSON of the entry without its hash.

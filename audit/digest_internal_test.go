@@ -46,7 +46,7 @@ func TestSealLineIsTheEncodedLine(t *testing.T) {
 		{Event: CheckpointEvent, Actor: "system"},
 	} {
 		e := Entry{Event: ev, Chain: "s0.10", Seq: 7, Prev: "sha256:00"}
-		line, err := e.sealLine()
+		line, err := e.sealLine(nil)
 		if err != nil {
 			t.Fatal(err)
 		}

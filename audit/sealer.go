@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -68,6 +67,8 @@ type Sealer struct {
 	Holder string
 	// Every is how often it looks for new events (default 100 ms).
 	Every time.Duration
+
+	buf []byte // the lines of a batch; SealOnce is not called concurrently
 }
 
 // Run seals until ctx ends, whenever this process holds the sealer lease;
@@ -124,15 +125,13 @@ func (s *Sealer) SealOnce(ctx context.Context) (int, error) {
 	most := 0
 	for _, b := range batches {
 		head := b.Head
-		var buf bytes.Buffer
+		buf := s.buf[:0]
 		for _, r := range b.Raw {
 			e := Entry{Event: r.Event, Chain: b.Chain, Seq: head.Seq + 1, Prev: head.Hash}
-			line, err := e.sealLine()
-			if err != nil {
+			if buf, err = e.sealLine(buf); err != nil {
 				return most, err
 			}
-			buf.Write(line)
-			buf.WriteByte('\n')
+			buf = append(buf, '\n')
 			head.ID, head.Seq, head.Hash = r.ID, e.Seq, e.Hash
 			head.Since++
 			if e.Event.Event == CheckpointEvent {
@@ -140,7 +139,8 @@ func (s *Sealer) SealOnce(ctx context.Context) (int, error) {
 			}
 		}
 		if len(b.Raw) > 0 {
-			if _, err := s.Out.Write(buf.Bytes()); err != nil {
+			s.buf = buf // kept for the next batch: sealing allocates no line
+			if _, err := s.Out.Write(buf); err != nil {
 				return most, err
 			}
 			// Written first, then advanced: a crash in between writes these

@@ -22,6 +22,7 @@ func preview(in *Input) approval.Preview {
 	p := approval.Preview{
 		Title:   "Send an email to " + rcpts[0].Address,
 		Summary: summary(in),
+		Fields:  make([]approval.Field, 0, 8+len(in.Attachments)),
 	}
 	if len(rcpts) > 1 {
 		p.Title += fmt.Sprintf(" and %d other%s", len(rcpts)-1, plural(len(rcpts)-1))

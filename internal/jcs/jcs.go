@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"errors"
 	"slices"
+	"sync"
 	"unicode/utf8"
 
 	gojcs "github.com/gowebpki/jcs"
@@ -33,7 +34,9 @@ func Append(dst, b []byte) ([]byte, error) {
 	if b == nil {
 		return nil, errors.New("jcs: no JSON data")
 	}
-	t := transformer{in: b, out: dst}
+	t := transformers.Get().(*transformer)
+	*t = transformer{in: b, out: dst, members: t.members[:0], scratch: t.scratch[:0]}
+	defer func() { t.in, t.out = nil, nil; transformers.Put(t) }()
 	start := len(dst)
 	t.ws()
 	err := t.value(0)
@@ -55,6 +58,11 @@ func Append(dst, b []byte) ([]byte, error) {
 	}
 	return t.out, nil
 }
+
+// transformers keep their member stacks and scratch space between calls:
+// every prepare and every audit entry canonicalizes, and growing them anew
+// each time was most of what it allocated.
+var transformers = sync.Pool{New: func() any { return new(transformer) }}
 
 var errTooDeep = errors.New("jcs: nested deeper than the fast path goes")
 

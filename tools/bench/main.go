@@ -27,6 +27,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -110,6 +111,7 @@ type bench struct {
 	keyHash  string
 	rep      report
 	stopOnce bool
+	mu       sync.Mutex // guards rep.profiles, appended to by the profilers
 }
 
 func (b *bench) cleanup() {
@@ -377,33 +379,38 @@ func (b *bench) profileSelf(on bool, name string) (stop func()) {
 	}
 }
 
-// profileIf takes a CPU profile of the service while a run lasts.
+// profileIf takes a CPU profile of the service while a run lasts, and a
+// profile of what it allocated meanwhile (name-allocs.pprof: -sample_index
+// alloc_space or alloc_objects).
 func (b *bench) profileIf(on bool, svc *service, name string) (stop func()) {
 	if !on {
 		return func() {}
 	}
 	secs := max(int(b.o.duration.Seconds())-1, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", svc.debug, secs))
-		if err != nil {
-			log.Printf("bench: profile %s: %v", name, err)
-			return
-		}
-		defer resp.Body.Close()
-		path := filepath.Join(b.dir, name+".pprof")
-		f, err := os.Create(path)
-		if err != nil {
-			log.Printf("bench: profile %s: %v", name, err)
-			return
-		}
-		defer f.Close()
-		if _, err := io.Copy(f, resp.Body); err == nil {
-			b.rep.profiles = append(b.rep.profiles, path)
-		}
-	}()
-	return func() { <-done }
+	var wg sync.WaitGroup
+	for file, path := range map[string]string{name: "profile", name + "-allocs": "allocs"} {
+		wg.Go(func() {
+			resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", svc.debug, path, secs))
+			if err != nil {
+				log.Printf("bench: profile %s: %v", file, err)
+				return
+			}
+			defer resp.Body.Close()
+			out := filepath.Join(b.dir, file+".pprof")
+			f, err := os.Create(out)
+			if err != nil {
+				log.Printf("bench: profile %s: %v", file, err)
+				return
+			}
+			defer f.Close()
+			if _, err := io.Copy(f, resp.Body); err == nil {
+				b.mu.Lock()
+				b.rep.profiles = append(b.rep.profiles, out)
+				b.mu.Unlock()
+			}
+		})
+	}
+	return wg.Wait
 }
 
 // redisArgs is -redis-config as redis-server's arguments.

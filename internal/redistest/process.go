@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -38,39 +39,75 @@ func StartProcess(t testing.TB, args ...string) *Process {
 		}
 		t.Skip("redis-server is not installed")
 	}
-	p := &Process{t: t, Port: freePort(t), Dir: t.TempDir(), args: args}
-	p.start(bin)
+	p := &Process{t: t, Dir: t.TempDir(), args: args}
+	// A port free when chosen can be taken before redis-server binds it
+	// (and a cluster node binds port+10000 too): choose again then.
+	for try := 1; ; try++ {
+		p.Port = freePort(t)
+		err := p.launch(bin)
+		if err == nil {
+			break
+		}
+		log, _ := os.ReadFile(filepath.Join(p.Dir, "redis.log"))
+		if try == 5 || !strings.Contains(string(log), "Address already in use") {
+			t.Fatalf("redistest: redis-server did not start: %v\n%s", err, log)
+		}
+		_ = os.Remove(filepath.Join(p.Dir, "redis.log"))
+	}
 	t.Cleanup(p.Stop)
 	return p
 }
 
+// freePort returns a port that is free on loopback, and whose cluster bus
+// port (port+10000) is free too.
 func freePort(t testing.TB) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		if port+10000 <= 65535 {
+			if bus, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port+10000)); err == nil {
+				_ = bus.Close()
+				_ = ln.Close()
+				return port
+			}
+		}
+		_ = ln.Close()
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func (p *Process) start(bin string) {
+	if err := p.launch(bin); err != nil {
+		log, _ := os.ReadFile(filepath.Join(p.Dir, "redis.log"))
+		p.t.Fatalf("redistest: redis-server did not start: %v\n%s", err, log)
+	}
+}
+
+// launch starts redis-server on p.Port and waits until it answers.
+func (p *Process) launch(bin string) error {
 	args := append([]string{"--port", strconv.Itoa(p.Port), "--bind", "127.0.0.1", "--dir", p.Dir,
 		"--save", "", "--daemonize", "no", "--logfile", filepath.Join(p.Dir, "redis.log")}, p.args...)
 	p.cmd = exec.Command(bin, args...)
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatalf("redistest: start redis-server: %v", err)
 	}
-	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+		ReadTimeout: 500 * time.Millisecond}) // what holds the port may not be redis
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		err := c.Ping(context.Background()).Err()
 		if err == nil {
-			return
+			return nil
+		}
+		if log, _ := os.ReadFile(filepath.Join(p.Dir, "redis.log")); strings.Contains(string(log), "aborting") {
+			p.Kill() // it could not listen, or failed otherwise: it is ending
+			return fmt.Errorf("redis-server aborted: %w", err)
 		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(p.Dir, "redis.log"))
-			p.t.Fatalf("redistest: redis-server did not start: %v\n%s", err, log)
+			return err
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -32,13 +32,7 @@ type Process struct {
 // (e.g. "--appendonly", "yes"). It is stopped when the test ends.
 func StartProcess(t testing.TB, args ...string) *Process {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("COUNTERSIGN_REQUIRE_REDIS_SERVER") != "" {
-			t.Fatal("redis-server is not installed")
-		}
-		t.Skip("redis-server is not installed")
-	}
+	bin := serverBinary(t)
 	p := &Process{t: t, Dir: t.TempDir(), args: args}
 	// A port free when chosen can be taken before redis-server binds it
 	// (and a cluster node binds port+10000 too): choose again then.
@@ -56,6 +50,20 @@ func StartProcess(t testing.TB, args ...string) *Process {
 	}
 	t.Cleanup(p.Stop)
 	return p
+}
+
+// serverBinary is redis-server's path; without one the test skips, or
+// fails where COUNTERSIGN_REQUIRE_REDIS_SERVER is set (CI).
+func serverBinary(t testing.TB) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("COUNTERSIGN_REQUIRE_REDIS_SERVER") != "" {
+			t.Fatal("redis-server is not installed")
+		}
+		t.Skip("redis-server is not installed")
+	}
+	return bin
 }
 
 // freePort returns a port that is free on loopback, and whose cluster bus

@@ -3,7 +3,6 @@ package redistest
 import (
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,10 +12,7 @@ import (
 // A redis-server that cannot bind its port is seen to fail at once (so
 // StartProcess can choose another port), not after the 10 s start timeout.
 func TestLaunchOnATakenPortFailsAtOnce(t *testing.T) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server is not installed")
-	}
+	bin := serverBinary(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package audit_test
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -288,5 +289,41 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// failingWriter refuses every write, as a full disk would.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// The store's head moves only after the sealer wrote the entries it
+// names: when the write fails, the head stays where the file ends, so a
+// head never vouches for an entry that no log holds.
+func TestHeadNeverPassesWhatWasWritten(t *testing.T) {
+	sts := newStores(t, 1)
+	sig := signer(t)
+	events(t, sts, []string{"a"}, 2)
+	s := &audit.Sealer{Source: sts[0], Out: failingWriter{}, Signer: sig, Log: discard(), Now: time.Now, Holder: "x"}
+	if _, err := s.SealOnce(bg); err == nil {
+		t.Fatal("sealing into a failing writer did not fail")
+	}
+	heads, err := sts[0].AuditHeads(bg)
+	must(t, err)
+	for _, h := range heads {
+		if h.Seq != 0 || h.Hash != "" {
+			t.Fatalf("chain %s moved to seq %d though nothing was written", h.Chain, h.Seq)
+		}
+	}
+	var out bytes.Buffer
+	s.Out = &out
+	seal(t, s)
+	heads, err = sts[0].AuditHeads(bg)
+	must(t, err)
+	rep, _ := audit.Verify(strings.NewReader(out.String()), keys{sig})
+	for _, h := range heads {
+		if c := rep.Chains[h.Chain]; h.Seq != c.Last {
+			t.Fatalf("chain %s: head at seq %d, the log ends at %d", h.Chain, h.Seq, c.Last)
+		}
 	}
 }

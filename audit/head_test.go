@@ -3,8 +3,8 @@ package audit_test
 import (
 	"bytes"
 	"encoding/base64"
-	"errors"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"

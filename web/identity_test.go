@@ -83,3 +83,37 @@ func TestSignInCallbackFencesTheProvidersError(t *testing.T) {
 		})
 	}
 }
+
+// The inbox shows an operation only to its approvers: the human the agent
+// works for and an operator who is no approver get a page that holds
+// nothing of it, by GET or by POST.
+func TestInboxShowsNoContentToNonApprovers(t *testing.T) {
+	e := newSigninEnv(t)
+	op := e.pending("calendar", "Quarterly layoffs list")
+	grace := newPerson()
+	e.signIn(grace, graceClaims, "")
+	if r := grace.do(t, "GET", e.base+"/inbox/"+op.Key, nil, nil); r.status != 200 || !strings.Contains(r.body, "layoffs") {
+		t.Fatalf("its approver does not see it: %d", r.status)
+	}
+	for name, claims := range map[string]map[string]any{"sam (on behalf of)": samClaims, "oncall (operator)": oncallClaims} {
+		t.Run(name, func(t *testing.T) {
+			p := newPerson()
+			e.signIn(p, claims, "")
+			for _, r := range []response{
+				p.do(t, "GET", e.base+"/inbox/"+op.Key, nil, nil),
+				p.do(t, "POST", e.base+"/inbox/"+op.Key, url.Values{"decision": {"approve"}, "payload_hash": {op.PayloadHash}}, nil),
+			} {
+				if r.status == 200 || strings.Contains(r.body, "layoffs") || strings.Contains(r.body, approvalShort(op.PayloadHash)) {
+					t.Fatalf("%d, the page shows the operation:\n%s", r.status, r.body)
+				}
+			}
+		})
+	}
+}
+
+func approvalShort(h string) string {
+	if len(h) > 19 {
+		return h[7:19]
+	}
+	return h
+}

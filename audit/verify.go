@@ -20,6 +20,8 @@ type Report struct {
 	// Signatures says whether checkpoint signatures were checked (a key
 	// source was given).
 	Signatures bool
+
+	states map[string]*chainState // what CheckHead compares
 }
 
 // Chain summarises one chain of the file.
@@ -55,6 +57,9 @@ type chainState struct {
 	Chain
 	last   Entry
 	hashes map[int64]string
+	// where the chain's last entry was read
+	lastFile string
+	lastLine int
 }
 
 // Verify reads an audit log (other lines, such as logs sharing the stream,
@@ -147,6 +152,7 @@ func read(r io.Reader, file string, rep *Report) ([]located, error) {
 // check walks entries in the given order, chain by chain.
 func check(entries []located, keys KeySource, rep *Report) {
 	chains := map[string]*chainState{}
+	rep.states = chains
 	defer func() {
 		for name, c := range chains {
 			rep.Chains[name] = c.Chain
@@ -179,6 +185,7 @@ func check(entries []located, keys KeySource, rep *Report) {
 		}
 		c.hashes[e.Seq] = e.Hash
 		c.last, c.Last = e, e.Seq
+		c.lastFile, c.lastLine = l.file, l.line
 		c.Unsigned++
 		if e.Event.Event == CheckpointEvent {
 			if err := checkCheckpoint(e, c, keys); err != nil {

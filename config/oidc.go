@@ -100,7 +100,10 @@ func (f *File) validateOIDC(bad func(string, ...any)) {
 		if value == "" {
 			return
 		}
-		k := kind + "\x00" + strings.ToLower(value)
+		if n, ok := approval.NormalEmail(value); ok && email {
+			value = n // the form sign-in compares
+		}
+		k := kind + "\x00" + value
 		if other, dup := names[k]; dup {
 			bad("oidc: %s %s and %s are both named %q at sign-in; each person needs their own", kind, other, id, value)
 		}

@@ -186,6 +186,16 @@ func (c *Client) Finish(ctx context.Context, code string, st State) (Identity, e
 	if err := idt.Claims(&claims); err != nil {
 		return Identity{}, &Error{Reason: "the ID token's claims are unreadable"}
 	}
+	// A token for several clients must be the one issued to us (OIDC
+	// Core 3.1.3.7, items 4 and 5): its azp names our client id. An azp
+	// naming another client is refused whatever aud says.
+	azp, hasAZP := claims["azp"]
+	if len(idt.Audience) > 1 && !hasAZP {
+		return Identity{}, &Error{Reason: "the ID token names several audiences and no authorized party (azp)"}
+	}
+	if hasAZP && azp != c.cfg.ClientID {
+		return Identity{}, &Error{Reason: "the ID token was issued to another client (azp)"}
+	}
 	v, _ := claims[c.cfg.Claim].(string)
 	if c.cfg.Claim == "sub" {
 		v = idt.Subject
@@ -193,9 +203,13 @@ func (c *Client) Finish(ctx context.Context, code string, st State) (Identity, e
 	if strings.TrimSpace(v) == "" {
 		return Identity{}, &Error{Reason: "the ID token has no " + c.cfg.Claim + " claim"}
 	}
+	// An email names a person only when the provider vouches for it:
+	// email_verified must be the JSON boolean true. Absent, false, the
+	// string "true" or "false", 1: refused (a provider that does not
+	// verify addresses is configured with a subject claim instead).
 	if c.cfg.Claim == "email" {
-		if ev, ok := claims["email_verified"].(bool); ok && !ev {
-			return Identity{}, &Error{Reason: "the provider says this email address is not verified"}
+		if ev, ok := claims["email_verified"].(bool); !ok || !ev {
+			return Identity{}, &Error{Reason: "the provider does not say this email address is verified (email_verified is not true)"}
 		}
 	}
 	name, _ := claims["name"].(string)

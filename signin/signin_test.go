@@ -130,3 +130,85 @@ func TestSignInRefusals(t *testing.T) {
 		}
 	})
 }
+
+// finish signs in with claims and returns what Finish says.
+func finish(t *testing.T, claims map[string]any, cfg func(*signin.Config)) (signin.Identity, error) {
+	t.Helper()
+	p := oidctest.Start(t, "countersign", "s3cret")
+	p.AllowRedirects(redirect)
+	sc := signin.Config{Issuer: p.Issuer(), ClientID: "countersign", ClientSecret: "s3cret", RedirectURL: redirect}
+	if cfg != nil {
+		cfg(&sc)
+	}
+	c, err := signin.New(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SignIn(claims)
+	u, st, err := c.Start(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _ := authorize(t, u)
+	return c.Finish(context.Background(), code, st)
+}
+
+// An email names someone only when email_verified is the boolean true.
+func TestSignInByEmailNeedsAVerifiedAddress(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		verified any // nil: no claim
+	}{
+		{"no email_verified claim", nil},
+		{"the string false", "false"},
+		{"the string true", "true"},
+		{"a number", 1},
+		{"false", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			claims := map[string]any{"sub": "u-1", "email": "grace@example.com"}
+			if tc.verified != nil {
+				claims["email_verified"] = tc.verified
+			}
+			var se *signin.Error
+			if id, err := finish(t, claims, nil); !errors.As(err, &se) {
+				t.Fatalf("signed in as %+v (err %v)", id, err)
+			}
+		})
+	}
+	// A subject claim needs no verified email: it is configured per person.
+	id, err := finish(t, map[string]any{"sub": "u-1", "email": "grace@example.com"}, func(c *signin.Config) { c.Claim = "sub" })
+	if err != nil || id.Value != "u-1" {
+		t.Fatalf("by subject: %+v, %v", id, err)
+	}
+}
+
+// A token for several clients counts only when its azp is our client id.
+func TestSignInChecksTheAuthorizedParty(t *testing.T) {
+	base := func(extra map[string]any) map[string]any {
+		c := map[string]any{"sub": "u-1", "email": "grace@example.com", "email_verified": true}
+		for k, v := range extra {
+			c[k] = v
+		}
+		return c
+	}
+	var se *signin.Error
+	for _, tc := range []struct {
+		name   string
+		claims map[string]any
+	}{
+		{"several audiences, no azp", base(map[string]any{"aud": []string{"countersign", "other-app"}})},
+		{"several audiences, azp of another client", base(map[string]any{"aud": []string{"countersign", "other-app"}, "azp": "other-app"})},
+		{"one audience, azp of another client", base(map[string]any{"azp": "other-app"})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if id, err := finish(t, tc.claims, nil); !errors.As(err, &se) {
+				t.Fatalf("signed in as %+v (err %v)", id, err)
+			}
+		})
+	}
+	id, err := finish(t, base(map[string]any{"aud": []string{"other-app", "countersign"}, "azp": "countersign"}), nil)
+	if err != nil || id.Value != "grace@example.com" {
+		t.Fatalf("several audiences with our azp: %+v, %v", id, err)
+	}
+}

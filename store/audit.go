@@ -128,3 +128,39 @@ func (r *Redis) AuditAppend(ctx context.Context, chain string, ev approval.Event
 	return unavailable("audit append", r.rdb.XAdd(ctx, &redis.XAddArgs{Stream: auditKey(tag),
 		Values: []any{"k", ev.Operation, "h", ev.PayloadHash, "e", encodeEvent(ev, ev.PayloadHash)}}).Err())
 }
+
+var _ audit.HeadSource = (*Redis)(nil)
+
+// AuditHeads reads where every chain stands, in one round trip. Each
+// chain's seq and hash come from one HMGET of its head hash, which the
+// advance script sets in one step, so they always belong together; the
+// sealer moves a head only after writing its entries, so a head never
+// names an entry that is not in the audit log yet.
+func (r *Redis) AuditHeads(ctx context.Context) ([]audit.ChainHead, error) {
+	pipe := r.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(r.shards.tags))
+	for i, tag := range r.shards.tags {
+		cmds[i] = pipe.HMGet(ctx, auditHeadKey(tag), "seq", "hash")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, unavailable("audit heads", err)
+	}
+	out := make([]audit.ChainHead, len(r.shards.tags))
+	for i, tag := range r.shards.tags {
+		v := cmds[i].Val()
+		seq, hash := "", ""
+		if len(v) == 2 {
+			seq, _ = v[0].(string)
+			hash, _ = v[1].(string)
+		}
+		n, err := strconv.ParseInt(seq, 10, 64)
+		if seq == "" {
+			n, err = 0, nil
+		}
+		if err != nil || (n > 0) != (hash != "") {
+			return nil, fmt.Errorf("store: audit head of %s is unreadable", chainName(tag))
+		}
+		out[i] = audit.ChainHead{Chain: chainName(tag), Seq: n, Hash: hash}
+	}
+	return out, nil
+}

@@ -205,51 +205,51 @@ func (h *Handler) click(ctx context.Context, act *activity, replay string) teams
 	first, err := h.cfg.Replays.Once(ctx, replay, replayTTL)
 	if err != nil {
 		h.log.Error("teams: replay check failed", "err", err)
-		return h.answer(ctx, d.Operation, nil, refusal(chatdecide.Unavailable))
+		return h.answer(ctx, d.Operation, nil, refusal(chatdecide.Unavailable), nil)
 	}
+	ap, why := h.approver(act)
 	if !first {
 		h.log.Warn("teams: replayed activity ignored", "user", act.From.ID)
-		return h.answer(ctx, d.Operation, nil, nil)
+		return h.answer(ctx, d.Operation, nil, nil, ap)
 	}
 	if d.Operation == "" || d.PayloadHash == "" || a.Type != "Action.Execute" {
 		h.log.Info("teams: click refused", "user", act.From.ID, "why", "not a countersign button")
-		return h.answer(ctx, "", nil, refusal(chatdecide.BadButton))
+		return h.answer(ctx, "", nil, refusal(chatdecide.BadButton), nil)
 	}
-	ap, why := h.approver(act)
 	if ap == nil {
-		return h.refuse(ctx, act, d.Operation, nil, why)
+		return h.refuse(ctx, act, d.Operation, nil, why, nil)
 	}
 	switch a.Verb {
 	case teamscard.VerbApprove:
 		op, res, err := h.cfg.Service.DecideAs(ctx, d.Operation, ap.ID, Via, d.PayloadHash, true, "")
 		if why := h.rules.Explain(op, res, err, ap); why != "" {
-			return h.refuse(ctx, act, d.Operation, op, why)
+			return h.refuse(ctx, act, d.Operation, op, why, ap)
 		}
 		h.log.Info("teams: approval recorded", "operation", d.Operation, "approver", ap.ID, "outcome", string(res.Outcome))
 		msg := "Your approval was recorded. countersign carries it out now, exactly as shown, once."
 		if res.Outcome == approval.DecideRecorded {
 			msg = fmt.Sprintf("Your approval was recorded: %d of %d approvals.", len(op.Approvals), op.Route.Required)
 		}
-		return h.answer(ctx, d.Operation, op, &teamscard.Note{Text: msg, Style: "good"})
+		return h.answer(ctx, d.Operation, op, &teamscard.Note{Text: msg, Style: "good"}, ap)
 	case teamscard.VerbReject:
 		reason := strings.TrimSpace(d.Reason)
 		if reason == "" {
 			op, err := h.cfg.Service.Get(ctx, nil, d.Operation)
 			if why := h.rules.Precheck(op, err, ap, d.PayloadHash, h.cfg.Service.Now()); why != "" {
-				return h.refuse(ctx, act, d.Operation, op, why)
+				return h.refuse(ctx, act, d.Operation, op, why, ap)
 			}
-			return h.answer(ctx, d.Operation, op, refusal("Please say why you reject it, so the requester can act on it. Nothing was recorded."))
+			return h.answer(ctx, d.Operation, op, refusal("Please say why you reject it, so the requester can act on it. Nothing was recorded."), ap)
 		}
 		op, res, err := h.cfg.Service.DecideAs(ctx, d.Operation, ap.ID, Via, d.PayloadHash, false, reason)
 		if why := h.rules.Explain(op, res, err, ap); why != "" {
-			return h.refuse(ctx, act, d.Operation, op, why)
+			return h.refuse(ctx, act, d.Operation, op, why, ap)
 		}
 		h.log.Info("teams: rejection recorded", "operation", d.Operation, "approver", ap.ID)
-		return h.answer(ctx, d.Operation, op, &teamscard.Note{Text: "Your rejection was recorded, with your reason. Nothing will be done.", Style: "good"})
+		return h.answer(ctx, d.Operation, op, &teamscard.Note{Text: "Your rejection was recorded, with your reason. Nothing will be done.", Style: "good"}, ap)
 	case teamscard.VerbReview:
 		return h.review(ctx, act, ap, d)
 	}
-	return h.refuse(ctx, act, d.Operation, nil, chatdecide.BadButton)
+	return h.refuse(ctx, act, d.Operation, nil, chatdecide.BadButton, ap)
 }
 
 // data reads an action's data; anything but strings reads as empty.
@@ -281,31 +281,41 @@ func (h *Handler) approver(act *activity) (*approval.Approver, string) {
 func (h *Handler) review(ctx context.Context, act *activity, a *approval.Approver, d teamscard.Data) teamscard.InvokeResponse {
 	op, err := h.cfg.Service.Get(ctx, nil, d.Operation)
 	if why := h.rules.Precheck(op, err, a, d.PayloadHash, h.cfg.Service.Now()); why != "" {
-		return h.refuse(ctx, act, d.Operation, op, why)
+		return h.refuse(ctx, act, d.Operation, op, why, a)
 	}
 	link, err := h.cfg.Service.ReviewLink(ctx, op.Key, a.ID, Via, d.PayloadHash)
 	if why := h.rules.Explain(op, approval.DecideResult{Outcome: approval.DecideRecorded}, err, a); why != "" {
-		return h.refuse(ctx, act, d.Operation, op, why)
+		return h.refuse(ctx, act, d.Operation, op, why, a)
 	}
 	h.log.Info("teams: personal review link sent", "operation", d.Operation, "approver", a.ID)
 	return h.answer(ctx, d.Operation, op, &teamscard.Note{Style: "attention", Link: link, LinkTitle: "Open your approval page",
 		Text: "This request is too long for Teams, so it is not approved here. Your personal approval page shows all of it " +
-			"(only you see this; the link decides in your name, so do not forward it; opening it decides nothing)."})
+			"(only you see this; the link decides in your name, so do not forward it; opening it decides nothing)."}, a)
 }
 
-// refuse logs a refused click and answers with the reason.
-func (h *Handler) refuse(ctx context.Context, act *activity, key string, op *approval.Operation, why string) teamscard.InvokeResponse {
+// refuse logs a refused click and answers with the reason (and the
+// operation's card only when viewer is one of its approvers).
+func (h *Handler) refuse(ctx context.Context, act *activity, key string, op *approval.Operation, why string, viewer *approval.Approver) teamscard.InvokeResponse {
 	h.log.Info("teams: click refused", "operation", key, "user", act.From.ID, "why", why)
-	return h.answer(ctx, key, op, refusal(why))
+	return h.answer(ctx, key, op, refusal(why), viewer)
 }
 
 func refusal(why string) *teamscard.Note { return &teamscard.Note{Text: why, Style: "attention"} }
 
 // answer is the card of operation key as it stands (op, or read now),
-// with note on top; only note when the operation cannot be read.
-func (h *Handler) answer(ctx context.Context, key string, op *approval.Operation, note *teamscard.Note) teamscard.InvokeResponse {
-	if op == nil && approval.ValidOperationKey(key) {
+// with note on top, for viewer. Only an approver of the operation sees
+// its card: anyone else (a non-approver, a user who maps to no approver, a
+// click that names another operation) gets the note alone, which holds
+// no content of the operation. Only note, too, when the operation cannot
+// be read.
+func (h *Handler) answer(ctx context.Context, key string, op *approval.Operation, note *teamscard.Note, viewer *approval.Approver) teamscard.InvokeResponse {
+	if viewer == nil {
+		op = nil
+	} else if op == nil && approval.ValidOperationKey(key) {
 		op, _ = h.cfg.Service.Get(ctx, nil, key)
+	}
+	if op != nil && !op.HasApprover(viewer.ID) {
+		op = nil
 	}
 	if op == nil {
 		if note == nil {

@@ -225,3 +225,47 @@ func TestReplayedActivityIsHandledOnce(t *testing.T) {
 		t.Fatalf("rejection %+v", r)
 	}
 }
+
+// A refused click of someone who is not an approver of the operation it
+// names answers with the reason only: none of the operation's content
+// (subject, text, recipients, hash) reaches them. An approver's own
+// refusal still shows them the card.
+func TestRefusalShowsNoContentToNonApprovers(t *testing.T) {
+	e := newEnv(t, opts{notify: []string{"teams:19:general@thread.tacv2"}})
+	op := e.prepareSend(t, "Merger terms draft", "The board accepts 41.7 per share.")
+	card := e.cards(t, op.Key, 1)[0]
+	otherTenant := e.fake.ClickOn(card, "approve", grace, "")
+	otherTenant.TenantID = "99999999-9999-4999-8999-999999999999"
+	secret := []string{"Merger terms", "41.7 per share", "client@client.example", approval.ShortHash(op.PayloadHash)}
+	for _, tc := range []struct {
+		name  string
+		click faketeams.Click
+	}{
+		{"stranger", e.fake.ClickOn(card, "approve", stranger, "")},
+		{"stranger rejects without a reason", e.fake.ClickOn(card, "reject", stranger, "")},
+		{"stranger reviews", e.fake.ClickOn(card, "review", stranger, "")},
+		{"approver of other routes", e.fake.ClickOn(card, "approve", eve, "")},
+		{"approver of other routes rejects", e.fake.ClickOn(card, "reject", eve, "")},
+		{"on behalf of", e.fake.ClickOn(card, "approve", sam, "")},
+		{"other tenant", otherTenant},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.do(t, e.fake.Invoke(target, tc.click, faketeams.Sign{}))
+			text := faketeams.Text(r.Card)
+			if r.HTTPStatus != 200 || r.Card == nil || !strings.Contains(text, "Nothing was recorded") {
+				t.Fatalf("HTTP %d, card:\n%s", r.HTTPStatus, text)
+			}
+			for _, s := range secret {
+				if strings.Contains(text, s) {
+					t.Fatalf("the refusal shows %q of the operation:\n%s", s, text)
+				}
+			}
+		})
+	}
+	mismatch := e.fake.ClickOn(card, "approve", grace, "")
+	mismatch.Data["hash"] = "sha256:" + strings.Repeat("0", 64)
+	r := e.do(t, e.fake.Invoke(target, mismatch, faketeams.Sign{}))
+	if text := faketeams.Text(r.Card); !strings.Contains(text, "its payload hash differs") || !strings.Contains(text, "Merger terms") {
+		t.Fatalf("an approver's refusal should show them the card:\n%s", text)
+	}
+}

@@ -25,6 +25,7 @@ func (s *Server) adminRoutes() {
 	adm.Post("/operations/:key/reconcile", s.adminReconcile)
 	adm.Post("/allowances/:id/revoke", s.adminRevoke)
 	adm.Post("/approvers/:id/enroll", s.adminEnroll)
+	adm.Get("/audit/head", s.adminAuditHead)
 	adm.All("/*", func(c *fiber.Ctx) error {
 		return approval.Errorf(approval.CodeNotFound, "no such admin endpoint %s %s", c.Method(), c.Path())
 	})
@@ -182,4 +183,21 @@ func (s *Server) adminEnroll(c *fiber.Ctx) error {
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	return c.Status(fiber.StatusAccepted).JSON(res)
+}
+
+// adminAuditHead is GET /v1/admin/audit/head: where every audit chain
+// stands (last seq and hash), signed with the receipt key, so that
+// countersign audit verify --head can tell whether events were cut from
+// the end of a log file (SPEC §9). The claims are repeated unsigned for
+// reading; only the JWS counts.
+func (s *Server) adminAuditHead(c *fiber.Ctx) error {
+	if s.cfg.AuditHead == nil {
+		return approval.Errorf(approval.CodeNotFound, "this service signs no audit head (no receipt key)")
+	}
+	jws, claims, err := s.cfg.AuditHead(c.UserContext())
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.JSON(fiber.Map{"head": jws, "iss": claims.Issuer, "iat": claims.IssuedAt, "chains": claims.Chains})
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/internal/redact"
 	"github.com/countersign/countersign/templates"
 	"github.com/gofiber/fiber/v2"
@@ -54,6 +55,9 @@ type Config struct {
 	// JWKS is the receipt keys' JSON Web Key Set, served at
 	// /.well-known/jwks.json (none: 404).
 	JWKS []byte
+	// AuditHead signs the audit log's current head for
+	// GET /v1/admin/audit/head (nil: 404).
+	AuditHead func(context.Context) (string, audit.HeadClaims, error)
 	// DevMail, when set, serves the development mailbox at /dev/mail.
 	DevMail DevMail
 	Mounts  []Mount

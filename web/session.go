@@ -206,7 +206,7 @@ func (s *Server) finishSignIn(c *fiber.Ctx) error {
 	state, cookie := c.Query("state"), c.Cookies(signInCookie)
 	s.clearCookie(c, signInCookie, "/signin")
 	if e := c.Query("error"); e != "" {
-		return s.problemPage(c, http.StatusForbidden, "Sign-in did not complete", "The provider said: "+oneLine(e)+". Nothing was signed in.")
+		return s.problemPage(c, http.StatusForbidden, "Sign-in did not complete", providerError(e))
 	}
 	if state == "" || len(state) > 128 || subtle.ConstantTimeCompare([]byte(state), []byte(cookie)) != 1 {
 		if blocked, err := s.failed(c); blocked {
@@ -288,17 +288,26 @@ func (s *Server) signOut(c *fiber.Ctx) error {
 	return s.problemPage(c, http.StatusOK, "Signed out", "You are signed out of countersign on this browser.")
 }
 
-func oneLine(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, s)
-	if len(s) > 100 {
-		s = s[:100]
+// oauthErrors are the error codes a provider may send back to the
+// redirect URI (RFC 6749 4.1.2.1, OpenID Connect Core 3.1.2.6).
+var oauthErrors = map[string]bool{
+	"invalid_request": true, "unauthorized_client": true, "access_denied": true, "unsupported_response_type": true,
+	"invalid_scope": true, "server_error": true, "temporarily_unavailable": true, "interaction_required": true,
+	"login_required": true, "account_selection_required": true, "consent_required": true, "invalid_request_uri": true,
+	"invalid_request_object": true, "request_not_supported": true, "request_uri_not_supported": true,
+	"registration_not_supported": true,
+}
+
+// providerError is what the page says of a callback that carries an
+// error. Its query string is anyone's to write (a link can send a person
+// to the callback with any text), so none of it reads as the service's
+// words: the sentence is fixed, a standard error code is shown quoted as
+// a code, and error_description and any other text are never shown.
+func providerError(code string) string {
+	if oauthErrors[code] {
+		return "The provider ended the sign-in with the error code \u201c" + code + "\u201d. Nothing was signed in."
 	}
-	return s
+	return "The provider ended the sign-in with an error (not a standard OAuth error code, so it is not shown). Nothing was signed in."
 }
 
 // signedInRoutes serve people who signed in, and passkey enrolment.

@@ -108,7 +108,8 @@ func newSigninEnv(t *testing.T) *signinEnv {
 		Policy: &approval.Policy{SignInClaim: "email", Principals: []*approval.Principal{agent},
 			Approvers: []*approval.Approver{{ID: "grace", Name: "Grace", Email: "grace@example.com"},
 				{ID: "ada", Name: "Ada", Email: "ada@example.com"}, {ID: "sam", Name: "Sam", Email: "sam@example.com"}},
-			Operators: []*approval.Operator{{ID: "oncall", KeyHash: "y", Email: "oncall@example.com"}},
+			Operators: []*approval.Operator{{ID: "oncall", KeyHash: "y", Email: "oncall@example.com"},
+				{ID: "kdesk", KeyHash: "z", Email: "kdesk@example.com"}},
 			Routes: []approval.RouteRule{
 				{Name: "billing", Match: approval.Match{Target: "billing"}, ApproverIDs: []string{"grace", "ada", "sam"}, Required: 1,
 					Notify: []string{"console"}, ForbidSelfApproval: true, StepUp: approval.StepUpPasskey},

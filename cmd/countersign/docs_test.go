@@ -389,6 +389,10 @@ func (w *docWorld) fixtures(t *testing.T) {
 		must(t, os.WriteFile(filepath.Join(w.dir, name), out.Bytes(), 0o600))
 		if name == "replica-a.jsonl" {
 			must(t, os.WriteFile(filepath.Join(w.dir, "audit.jsonl"), out.Bytes(), 0o600))
+			// Its signed head, saved as GET /v1/admin/audit/head answers it.
+			jws, _, err := audit.SignHead(context.Background(), st, sig, "https://countersign.example", now)
+			must(t, err)
+			must(t, os.WriteFile(filepath.Join(w.dir, "head.json"), []byte(`{"head":"`+jws+`"}`), 0o600))
 		}
 	}
 }

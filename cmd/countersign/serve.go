@@ -322,6 +322,9 @@ func (m *Main) Open(ctx context.Context) error {
 		Service: svc, Limiter: m.Store, Ready: m.Store.Ready, PublicURL: m.PublicURL, Registry: reg,
 		Logger: m.log, DevMail: eff.devMail, Mounts: eff.mounts(svc, m),
 		JWKS: receipts.JWKS(), TrustedProxies: strings.Split(m.get("COUNTERSIGN_TRUSTED_PROXIES", ""), ","),
+		AuditHead: func(ctx context.Context) (string, audit.HeadClaims, error) {
+			return audit.SignHead(ctx, m.Store, receipts, m.PublicURL, now())
+		},
 		SignIn: ppl.signIn, Sessions: m.Store, SessionTTL: ppl.sessionTTL,
 		Tracer: m.tracing.Provider, BodyLimit: int(file.Settings.MaxRequestBytes),
 	})

@@ -16,13 +16,21 @@ import (
 // than a short run, so that none is due in it.
 const remindAfter = 80 * time.Second
 
+// orderSlack is how far out of order two audit times may be: each replica
+// reads Redis's time to within half a round trip (under a millisecond on
+// loopback; more on a loaded machine).
+const orderSlack = 50 * time.Millisecond
+
 // TestReplicaClockOffset: one replica's own clock 90 s ahead, another's
 // 90 s behind (COUNTERSIGN_FAULTS_CLOCK_OFFSET, through the clock the
 // service takes), under the driver's load. Besides the suite's
 // invariants: no replica reports an operation expired before its window
-// (or a draft's TTL) has passed, no reminder fires before it is due
-// (80 s after the send), and every audit time lies within the run and
-// in order (issue 20, item 3).
+// (or a draft's TTL) has passed (the short run's windows are all 1 h;
+// long runs add 1-minute windows that the driver waits out), no reminder
+// fires before it is due (80 s after the send), and every audit time lies
+// within the run and in order (issue 20, item 3). Without the Redis clock
+// it fails: audit times 90 s outside the run and out of order, and
+// reminders fired at the send.
 func TestReplicaClockOffset(t *testing.T) {
 	c := startCluster(t, clusterOpts{clockOffsets: []time.Duration{0, 90 * time.Second, -90 * time.Second}, remind: remindAfter.String()})
 	name := "replica clocks 90 s ahead and behind"
@@ -76,15 +84,22 @@ func TestReplicaClockOffset(t *testing.T) {
 				outside++
 				t.Logf("op %s: event %s at %s, outside the run (%s to %s)", o.key, e.Event, e.Time, start, end)
 			}
-			if i > 0 && e.Time.Before(evs.Events[i-1].Time) {
+			// Replicas read Redis's time each to within half a round trip of
+			// their last measurement: events written by two replicas a
+			// moment apart may be that far out of order, no more.
+			if i > 0 && e.Time.Before(evs.Events[i-1].Time.Add(-orderSlack)) {
 				unordered++
+				t.Logf("op %s: event %s at %s, %s before the one before it", o.key, e.Event, e.Time, evs.Events[i-1].Time.Sub(e.Time))
 			}
 			switch e.Event {
 			case "sent":
 				sent = e.Time
 			case "reminded":
 				reminders++
-				if !sent.IsZero() && e.Time.Sub(sent) < remindAfter-time.Second {
+				// The recorded times come from the clock under test, so also
+				// judge by the real one: in a run shorter than the reminder's
+				// delay, no reminder is due at all.
+				if end.Sub(start) < remindAfter || (!sent.IsZero() && e.Time.Sub(sent) < remindAfter-time.Second) {
 					earlyReminders++
 					t.Logf("op %s: reminded %s after the send; due after %s", o.key, e.Time.Sub(sent), remindAfter)
 				}

@@ -3,14 +3,12 @@ package store
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -137,7 +135,11 @@ const redialEvery = 100 * time.Millisecond
 //     probe's one-second pause, when the network comes back just after a
 //     probe gave up: at most about a second.
 //
-// A dialer set by the caller and a retry count set in the URL are kept.
+// A refused connect is tried again within the attempt as well, so a Redis
+// restarting within a second is found within redialEvery, and refused
+// dials do not fill the breaker's count in a moment. A dialer set by the
+// caller and a retry count set in the URL are kept. Sentinel clients keep
+// go-redis's dialing (see openSentinel).
 func reconnecting(dialer *func(context.Context, string, string) (net.Conn, error), retries *int, timeout time.Duration, tlsc *tls.Config) {
 	if *retries == 0 {
 		*retries = 1
@@ -145,12 +147,12 @@ func reconnecting(dialer *func(context.Context, string, string) (net.Conn, error
 	if *dialer != nil {
 		return
 	}
+	if timeout <= 0 {
+		return // no bound on an attempt: keep go-redis's dialer
+	}
 	*dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if timeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, timeout)
-			defer cancel()
-		}
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
 		conn, err := redial(ctx, network, addr)
 		if err != nil || tlsc == nil {
 			return conn, err
@@ -170,8 +172,8 @@ func reconnecting(dialer *func(context.Context, string, string) (net.Conn, error
 
 // redial connects to addr, starting a new connect every redialEvery while
 // none has succeeded, until ctx ends; the first to connect wins and the
-// others are closed. A refusal ends it at once (nothing listens: waiting
-// does not help within one attempt).
+// others are closed. A refused connect is tried again too: a Redis
+// restarting within the attempt's time is found within redialEvery.
 func redial(ctx context.Context, network, addr string) (net.Conn, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -195,7 +197,7 @@ func redial(ctx context.Context, network, addr string) (net.Conn, error) {
 	var winner net.Conn
 	var lastErr error
 	for {
-		if done == started && (winner != nil || ctx.Err() != nil || isRefused(lastErr)) {
+		if done == started && (winner != nil || ctx.Err() != nil) {
 			break
 		}
 		select {
@@ -211,7 +213,7 @@ func redial(ctx context.Context, network, addr string) (net.Conn, error) {
 				lastErr = r.err
 			}
 		case <-tick.C:
-			if winner == nil && ctx.Err() == nil && !isRefused(lastErr) {
+			if winner == nil && ctx.Err() == nil {
 				start()
 			}
 		case <-ctx.Done():
@@ -235,8 +237,6 @@ func redial(ctx context.Context, network, addr string) (net.Conn, error) {
 	return nil, lastErr
 }
 
-func isRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
-
 func openSentinel(raw string) (redis.UniversalClient, error) {
 	u, err := url.Parse(strings.Replace(raw, "redis-sentinel://", "http://", 1))
 	if err != nil {
@@ -247,8 +247,11 @@ func openSentinel(raw string) (redis.UniversalClient, error) {
 		return nil, fmt.Errorf("sentinel URL %q: name the master: redis-sentinel://host:port/mymaster", redact(raw))
 	}
 	opt := &redis.FailoverOptions{MasterName: parts[0], SentinelAddrs: strings.Split(u.Host, ",")}
+	// Not reconnecting: the failover client resolves the master's address
+	// again on each of go-redis's dial retries, which is what finds a newly
+	// promoted master quickly (one attempt per dial made the first reads
+	// after a failover up to a second later, TestSentinelFailoverKeepsServing).
 	bounded(&opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout, &opt.MaxRetries, &opt.ContextTimeoutEnabled)
-	reconnecting(&opt.Dialer, &opt.DialerRetries, opt.DialTimeout, opt.TLSConfig)
 	if len(parts) > 1 {
 		if opt.DB, err = strconv.Atoi(parts[1]); err != nil {
 			return nil, fmt.Errorf("sentinel URL %q: database must be a number", redact(raw))

@@ -110,7 +110,10 @@ type Store interface {
 	RecordDelivery(ctx context.Context, ref Ref, d Delivery, ev Event) (bool, *Operation, error)
 	// FailDelivery records a failed attempt at a job: the job's lease is
 	// held for the backoff, a retry is scheduled, and the attempt is
-	// audited. Returns the attempt number and the wait before the retry.
+	// audited. Returns the attempt number and the wait before the retry;
+	// attempt 0 when the job is recorded as delivered (another worker
+	// delivered it while this one was paused past its lease): then nothing
+	// is recorded or scheduled.
 	FailDelivery(ctx context.Context, ref Ref, job string, least time.Duration, ev Event) (int, time.Duration, error)
 	// MarkSynced records the status a delivered message was last updated
 	// to; false if it already showed that status.

@@ -214,6 +214,13 @@ func (s *Service) deliverOne(ctx context.Context, op *Operation, job Job, n Noti
 		if ferr != nil {
 			return ferr
 		}
+		if attempt == 0 {
+			// Another worker delivered the job while this one was paused
+			// past its lease: its late failure is no failure of the job.
+			s.log.Info("a late notification attempt failed after another worker delivered the job; nothing recorded",
+				"operation", op.Key, "job", job.ID, "err", SafeError(err))
+			return nil
+		}
 		if attempt <= 3 || attempt%10 == 0 { // what the store audited
 			ev.Details["attempt"], ev.Details["retry_in_seconds"] = attempt, int(wait.Seconds())
 			s.emit(ev)
@@ -305,9 +312,15 @@ func (s *Service) deliverJob(ctx context.Context, op *Operation, job Job, n Noti
 	}
 	ev := s.event(op, "notified", "system", job.Channel)
 	ev.Details = map[string]any{"job": job.ID, "to": to}
-	_, cur, err := s.store.RecordDelivery(ctx, op.Ref(), Delivery{Job: job.ID, Channel: job.Channel, To: to, At: s.now().UTC(), Handle: handle}, ev)
+	recorded, cur, err := s.store.RecordDelivery(ctx, op.Ref(), Delivery{Job: job.ID, Channel: job.Channel, To: to, At: s.now().UTC(), Handle: handle}, ev)
 	if err != nil {
 		return err
+	}
+	if !recorded {
+		// Another worker delivered the job while this one was paused past
+		// its lease: this message is a second copy; the first delivery
+		// stays the recorded one.
+		s.log.Info("a notification was delivered again after another worker had delivered it", "operation", op.Key, "job", job.ID)
 	}
 	after.offer(cur)
 	s.emit(ev)

@@ -87,6 +87,11 @@ type clusterOpts struct {
 	proxy     bool     // put a fault proxy between the replicas and Redis
 	redisArgs []string // extra redis-server arguments
 	replicas  int      // default 3
+	// clockOffsets sets replica i's own clock off by clockOffsets[i]
+	// (COUNTERSIGN_FAULTS_CLOCK_OFFSET), and remind adds reminders to the
+	// items route (faults/clock_test.go).
+	clockOffsets []time.Duration
+	remind       string
 }
 
 type cluster struct {
@@ -130,7 +135,11 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 	c.target = startTarget(t)
 	dir := t.TempDir()
 	c.cfgPath = filepath.Join(dir, "countersign.yaml")
-	if err := os.WriteFile(c.cfgPath, []byte(policy(c.target.srv.URL)), 0o600); err != nil {
+	pol := policy(c.target.srv.URL)
+	if o.remind != "" {
+		pol = strings.Replace(pol, "    approval_ttl: 1h\n", "    approval_ttl: 1h\n    remind: ["+o.remind+"]\n", 1)
+	}
+	if err := os.WriteFile(c.cfgPath, []byte(pol), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	n := o.replicas
@@ -149,6 +158,9 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 			"COUNTERSIGN_RECEIPT_KEYS="+receiptKeys,
 			"COUNTERSIGN_SMTP_URL="+c.smtp.URL(),
 		)
+		if i < len(o.clockOffsets) && o.clockOffsets[i] != 0 {
+			r.env = append(r.env, "COUNTERSIGN_FAULTS_CLOCK_OFFSET="+o.clockOffsets[i].String())
+		}
 		c.replicas = append(c.replicas, r)
 	}
 	var wg sync.WaitGroup

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -79,7 +80,8 @@ func TestRedisOOM(t *testing.T) {
 				t.Logf("approval page under OOM: %d", st)
 			}
 		}
-		if st, _, _ := rn.call(ctx, "GET", rn.pick(r).url+"/readyz", "", "", ""); st != 503 {
+		// not ready, and said to refuse writes (OOM), not to be unreachable
+		if st, b, _ := rn.call(ctx, "GET", rn.pick(r).url+"/readyz", "", "", ""); st != 503 || !strings.Contains(string(b), `"redis_error":"OOM"`) {
 			readyBad++
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -111,7 +113,7 @@ func TestRedisOOM(t *testing.T) {
 	// and the service runs operations to the end again
 	rn.drive(ctx, 2*time.Second, 5000, 6, 100*time.Millisecond, 20*time.Second)
 	res := rn.settle(ctx, "redis OOM (maxmemory, noeviction)", 20*time.Second)
-	res.Notes = append(res.Notes, fmt.Sprintf("under OOM: %d prepares refused with 503, %d reads answered, %d reads refused, %d readiness answers other than 503; %d refused creates left a binding",
+	res.Notes = append(res.Notes, fmt.Sprintf("under OOM: %d prepares refused with 503, %d reads answered, %d reads refused, %d readiness answers other than 503 refusing_writes OOM; %d refused creates left a binding",
 		len(refused), readsOK, readsBad, readyBad, halfWritten))
 	record(res)
 	res.check(t)
@@ -119,6 +121,6 @@ func TestRedisOOM(t *testing.T) {
 		t.Error("no prepare was refused: Redis never ran out of memory")
 	}
 	if readsBad > 0 || readyBad > 0 || halfWritten > 0 {
-		t.Errorf("under OOM: %d reads refused, %d readiness answers other than 503, %d refused creates left a binding", readsBad, readyBad, halfWritten)
+		t.Errorf("under OOM: %d reads refused, %d readiness answers other than 503 refusing_writes OOM, %d refused creates left a binding", readsBad, readyBad, halfWritten)
 	}
 }

@@ -26,7 +26,7 @@ func (r *Redis) AddAllowance(ctx context.Context, a approval.Allowance) error {
 		sum = strconv.FormatFloat(*a.SumLeft, 'f', -1, 64)
 	}
 	err := allowanceScript.Run(ctx, r.rdb, []string{allowancesKey(r.shards.of(a.Principal), a.Principal)},
-		a.ID, mustJSON(allowance{Input: a.Input, Until: ms(a.Until)}), ms(a.Until), count, sum, time.Now().UnixMilli()).Err()
+		a.ID, mustJSON(allowance{Input: a.Input, Until: ms(a.Until)}), ms(a.Until), count, sum).Err()
 	return unavailable("add allowance", err)
 }
 

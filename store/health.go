@@ -14,20 +14,59 @@ import (
 )
 
 // Ready reports whether the store takes writes now: a Redis that answers
-// but refuses writes (out of memory under noeviction, a read-only replica
-// after a failover) is not ready, because no operation could move.
+// but refuses writes (out of memory under noeviction, MISCONF when it
+// cannot persist, a read-only replica after a failover) is not ready,
+// because no operation could move. That case is a *RefusingWrites, told
+// apart from an unreachable Redis (an unavailable error).
 func (r *Redis) Ready(ctx context.Context) error {
 	host, _ := os.Hostname()
 	err := r.rdb.Set(ctx, readyKey(host), "1", 10*time.Second).Err()
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case oom(err):
-		return errors.New("redis refuses writes: it is out of memory (maxmemory with noeviction)")
-	case strings.HasPrefix(err.Error(), "READONLY"):
-		return errors.New("redis refuses writes: it is a read-only replica")
+	}
+	var refused redis.Error
+	if errors.As(err, &refused) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, redis.ErrClosed) {
+		return &RefusingWrites{Class: errorClass(refused.Error()), Message: refusal(err)}
 	}
 	return unavailable("ready", err)
+}
+
+// RefusingWrites is Ready's answer when Redis answers but refuses to
+// write: /readyz reports it as "store": "refusing_writes" with the
+// class of Redis's error (OOM, MISCONF, READONLY, …), not as unreachable.
+type RefusingWrites struct {
+	Class   string // the first word of Redis's error: OOM, MISCONF, READONLY, NOREPLICAS, …
+	Message string // what it means, for logs
+}
+
+func (e *RefusingWrites) Error() string { return "redis refuses writes: " + e.Message }
+
+// StoreState is the store's state as /readyz shows it.
+func (e *RefusingWrites) StoreState() string { return "refusing_writes" }
+
+// ErrorClass is the class of Redis's error.
+func (e *RefusingWrites) ErrorClass() string { return e.Class }
+
+// errorClass is the first word of a Redis error reply ("OOM command not
+// allowed …" → "OOM"), if it is an upper-case code.
+func errorClass(msg string) string {
+	code, _, _ := strings.Cut(msg, " ")
+	if code == "" || strings.ToUpper(code) != code || len(code) > 32 {
+		return "ERR"
+	}
+	return code
+}
+
+func refusal(err error) string {
+	switch {
+	case oom(err):
+		return "it is out of memory (maxmemory with noeviction)"
+	case strings.HasPrefix(err.Error(), "READONLY"):
+		return "it is a read-only replica"
+	case strings.HasPrefix(err.Error(), "MISCONF"):
+		return "it cannot persist (an RDB snapshot or the AOF failed to write)"
+	}
+	return err.Error()
 }
 
 // Check is what a service outside development mode requires of its Redis

@@ -237,6 +237,16 @@ func (s *Server) ready(c *fiber.Ctx) error {
 		ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
 		defer cancel()
 		if err := s.cfg.Ready(ctx); err != nil {
+			// Redis answers but refuses writes (OOM, MISCONF, READONLY): not
+			// ready either, since no operation could move, but said so with
+			// the class of Redis's error rather than as unreachable.
+			var refusing interface {
+				StoreState() string
+				ErrorClass() string
+			}
+			if errors.As(err, &refusing) {
+				return c.Status(503).JSON(fiber.Map{"status": "unavailable", "store": refusing.StoreState(), "redis_error": refusing.ErrorClass()})
+			}
 			return c.Status(503).JSON(fiber.Map{"status": "unavailable", "store": "unreachable"})
 		}
 	}

@@ -52,6 +52,9 @@ type serviceOpts struct {
 	RedisURL string
 	Workers  int
 	Now      func() time.Time
+	// SystemClock is the replica's own clock (an offset one: the service
+	// must not follow it).
+	SystemClock func() time.Time
 	// Tracer records the service's spans (default: none).
 	Tracer trace.TracerProvider
 }
@@ -116,7 +119,7 @@ func startService(t testing.TB, o serviceOpts) *testService {
 	s := &testService{Stderr: &syncBuffer{}, Transcript: &syncBuffer{}, RedisURL: o.RedisURL, APIKey: testAPIKey, opts: o}
 	s.Main = &Main{
 		Env:    func(k string) (string, bool) { v, ok := env[k]; return v, ok },
-		Stderr: s.Stderr, Workers: o.Workers, Now: o.Now, TracerProvider: o.Tracer,
+		Stderr: s.Stderr, Workers: o.Workers, Now: o.Now, TracerProvider: o.Tracer, SystemClock: o.SystemClock,
 	}
 	if err := s.Main.Open(context.Background()); err != nil {
 		_ = s.Main.Close()

@@ -37,8 +37,13 @@ type Main struct {
 	// Workers is the number of queue workers (default 4; -1 for none,
 	// which tests use to stop a service between two steps).
 	Workers int
-	// Now overrides the clock (tests).
+	// Now overrides the service's clock altogether (tests that drive time).
+	// Without it the service reads Redis's time (store.Clock), measured
+	// against SystemClock.
 	Now func() time.Time
+	// SystemClock is this replica's own clock (default time.Now); tests
+	// set it off by some seconds to show that nothing follows it.
+	SystemClock func() time.Time
 	// TracerProvider overrides the tracing that OTEL_EXPORTER_OTLP_ENDPOINT
 	// configures (tests record spans in memory).
 	TracerProvider trace.TracerProvider
@@ -137,11 +142,6 @@ func (m *Main) Open(ctx context.Context) error {
 	if err := m.debugListen(); err != nil {
 		return err
 	}
-	now := m.Now
-	if now == nil {
-		now = time.Now
-	}
-
 	// Configuration: a policy file, or development mode.
 	var file *config.File
 	dev := m.get("COUNTERSIGN_CONFIG", "") == ""
@@ -219,6 +219,23 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	if err := m.Store.Init(pctx, file.Settings.Shards); err != nil {
 		return err
+	}
+	// One clock for every replica: Redis's time (windows, expiry,
+	// reminders, escalations, timers, audit times).
+	now := m.Now
+	var clock *store.Clock
+	if now == nil {
+		local := m.SystemClock
+		if d, err := time.ParseDuration(m.get("COUNTERSIGN_FAULTS_CLOCK_OFFSET", "")); err == nil && d != 0 && local == nil {
+			// The fault suite's replica whose own clock is wrong (faults/clock_test.go).
+			m.log.Warn("COUNTERSIGN_FAULTS_CLOCK_OFFSET: this replica's own clock is set off for a fault test", "offset", d.String())
+			local = func() time.Time { return time.Now().Add(d) }
+		}
+		clock = store.NewClock(m.rdb, local, m.log)
+		if err := clock.Sync(pctx); err != nil {
+			return fmt.Errorf("redis is not reachable: %w", err)
+		}
+		now = clock.Now
 	}
 	if !dev {
 		// An evicted key is a lost operation: refuse such a Redis.
@@ -334,6 +351,10 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	wctx, wcancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = wcancel
+	if clock != nil {
+		m.wg.Add(1)
+		go func() { defer m.wg.Done(); clock.Run(wctx) }()
+	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()

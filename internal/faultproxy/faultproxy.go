@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -23,6 +24,7 @@ type Proxy struct {
 	conns   map[net.Conn]bool
 	down    bool
 	paused  chan struct{} // closed when traffic may flow
+	open    chan struct{} // closed when new connections are accepted (not partitioned)
 	holdN   int           // the next holdN replies wait holdFor
 	holdFor time.Duration
 	jitter  time.Duration // every reply waits up to this long, at random
@@ -46,7 +48,7 @@ func Start(target string, seed uint64) (*Proxy, error) {
 	open := make(chan struct{})
 	close(open)
 	p := &Proxy{target: target, ln: ln, addr: ln.Addr().String(), conns: map[net.Conn]bool{},
-		paused: open, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+		paused: open, open: open, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	go p.accept()
 	return p, nil
 }
@@ -62,6 +64,10 @@ func (p *Proxy) Close() {
 
 func (p *Proxy) accept() {
 	for {
+		p.mu.Lock()
+		open := p.open
+		p.mu.Unlock()
+		<-open
 		c, err := p.ln.Accept()
 		if err != nil {
 			return
@@ -227,4 +233,46 @@ func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.stats
+}
+
+// Partition is a network partition: every byte on established connections
+// is held (as Pause), and new connections are not accepted, with the
+// listen backlog shrunk to its minimum, so that once it is full the
+// kernel drops further SYNs and a client's connect hangs until its own
+// dial timeout, as it does when the server's host is unreachable. Heal
+// ends it.
+func (p *Proxy) Partition() {
+	p.Pause()
+	p.mu.Lock()
+	select {
+	case <-p.open:
+		p.open = make(chan struct{})
+	default:
+	}
+	p.mu.Unlock()
+	p.backlog(0)
+}
+
+// Heal ends a Partition: held bytes flow, queued connections are
+// accepted, and new ones are again.
+func (p *Proxy) Heal() {
+	p.backlog(syscall.SOMAXCONN)
+	p.mu.Lock()
+	select {
+	case <-p.open:
+	default:
+		close(p.open)
+	}
+	p.mu.Unlock()
+	p.Resume()
+}
+
+// backlog sets the listen backlog of the proxy's socket (Linux lets
+// listen(2) be called again on a listening socket to change it).
+func (p *Proxy) backlog(n int) {
+	sc, err := p.ln.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = sc.Control(func(fd uintptr) { _ = syscall.Listen(int(fd), n) })
 }

@@ -25,7 +25,7 @@ const storeOverhead = 1024
 func (r *Redis) run(ctx context.Context, s *redis.Script, ref approval.Ref, tx string, now time.Time, args ...any) *redis.Cmd {
 	tag := r.shards.of(ref.Principal)
 	argv := append([]any{ref.Key, ref.Principal, tx, ms(now)}, args...)
-	return s.Run(ctx, r.rdb, opKeys(tag, ref.Principal, ref.Key), argv...)
+	return r.runDurable(ctx, "transition", s, tag, opKeys(tag, ref.Principal, ref.Key), argv...)
 }
 
 // reply reads a script's {word, …} reply.
@@ -149,7 +149,10 @@ func (r *Redis) readHash(ctx context.Context, ref approval.Ref, perMinute int) (
 		return r.getHash(ctx, ref)
 	}
 	tag := r.shards.of(ref.Principal)
-	vals, err := readScript.Run(ctx, r.rdb, []string{opKey(tag, ref.Key), countersKey(tag, ref.Principal)},
+	// Durable like a transition: what the agent is shown must be on the
+	// replicas, or a failover could show it an earlier status next
+	// (SPEC §2: nothing returns to an earlier state).
+	vals, err := r.runDurable(ctx, "read", readScript, tag, []string{opKey(tag, ref.Key), countersKey(tag, ref.Principal)},
 		perMinute).Slice()
 	if oom(err) {
 		return r.getHash(ctx, ref)
@@ -475,8 +478,16 @@ func (r *Redis) Decide(ctx context.Context, ref approval.Ref, t approval.DecideT
 	return out, nil
 }
 
-// Claim moves approved → executing for the token's holder.
+// Claim moves approved → executing for the token's holder. Where
+// transitions are durable (durable.go), it is refused first on a master
+// that cannot keep it (unavailable; the operation stays approved), and it
+// returns unavailable with outcome_unknown when the replicas did not
+// acknowledge it: the caller then asks again with the same token and
+// starts no effect until Claim answers won.
 func (r *Redis) Claim(ctx context.Context, ref approval.Ref, t approval.ClaimTransition) (bool, approval.Status, error) {
+	if err := r.guard(ctx, r.shards.of(ref.Principal)); err != nil {
+		return false, "", err
+	}
 	res, err := reply(r.run(ctx, claimScript, ref, t.Tx, t.Now, t.Token, encodeEvent(t.Event, t.Event.PayloadHash),
 		encodeEvent(t.ExpireEvent, t.ExpireEvent.PayloadHash), msArg(t.Retention)))
 	if err != nil {
@@ -564,7 +575,7 @@ func (r *Redis) SweepExpired(ctx context.Context, now time.Time, t approval.Swee
 	var out []approval.Event
 	for _, tag := range r.shards.tags {
 		for {
-			pairs, err := sweepScript.Run(ctx, r.rdb, []string{dueKey(tag), streamKey(tag), goneKey(tag), auditKey(tag)},
+			pairs, err := r.runDurable(ctx, "sweep", sweepScript, tag, []string{dueKey(tag), streamKey(tag), goneKey(tag), auditKey(tag)},
 				ms(now), batch, msArg(t.Retention), msArg(t.DraftRetention), ev).StringSlice()
 			if err != nil && !errors.Is(err, redis.Nil) {
 				return out, unavailable("sweep", err)
@@ -602,7 +613,7 @@ func (r *Redis) Supersede(ctx context.Context, ref approval.Ref, t approval.Supe
 		args = append(args, tm.Reason, ms(tm.At))
 	}
 	keys := append(opKeys(tag, ref.Principal, ref.Key), opKey(tag, n.Key))
-	res, err := reply(supersedeScript.Run(ctx, r.rdb, keys, append([]any{ref.Key, ref.Principal, t.Tx, ms(t.Now)}, args...)...))
+	res, err := reply(r.runDurable(ctx, "supersede", supersedeScript, tag, keys, append([]any{ref.Key, ref.Principal, t.Tx, ms(t.Now)}, args...)...))
 	if err != nil {
 		return false, unavailable("supersede", err)
 	}

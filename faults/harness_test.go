@@ -113,7 +113,7 @@ type replica struct {
 
 func startCluster(t *testing.T, o clusterOpts) *cluster {
 	t.Helper()
-	args := append([]string{"--appendonly", "yes", "--appendfsync", "everysec"}, o.redisArgs...)
+	args := append([]string{"--appendonly", "yes", "--appendfsync", "always"}, o.redisArgs...)
 	c := &cluster{t: t, redis: redistest.StartProcess(t, args...)}
 	c.redisURL = c.redis.URL()
 	if o.proxy {

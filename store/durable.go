@@ -375,3 +375,30 @@ func (r *Redis) ConfigureDurability(ctx context.Context, setting string, timeout
 	r.SetDurability(d)
 	return r.dur, warnings, nil
 }
+
+// readyDurable is Ready's part for durability: a master with fewer
+// replicas online than transitions wait for answers every transition 503,
+// so the store is not ready.
+func (r *Redis) readyDurable(ctx context.Context) error {
+	if r.dur.Replicas <= 0 {
+		return nil
+	}
+	var nodes []*redis.Client
+	switch c := r.rdb.(type) {
+	case *redis.Client:
+		nodes = []*redis.Client{c}
+	default:
+		return nil // a cluster: each shard is checked by its own claims
+	}
+	for _, n := range nodes {
+		t, err := topology(ctx, n)
+		if err != nil {
+			return unavailable("ready", err)
+		}
+		r.observe(t)
+		if reason := refusal(t, r.dur); reason != "" {
+			return errors.New("redis cannot keep transitions: " + reason)
+		}
+	}
+	return nil
+}

@@ -24,10 +24,19 @@ func replicated(t *testing.T) (f *fixture, master, replica *redistest.Process) {
 	mc := redistest.Client(t, master.URL())
 	waitFor(t, "the replica to sync", func() bool {
 		info, _ := mc.Info(bg, "replication").Result()
-		return strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
+		if !strings.Contains(info, "connected_slaves:1") || !strings.Contains(info, "state=online") {
+			return false
+		}
+		// and it acknowledges writes
+		n, _ := mc.Pipelined(bg, func(p redis.Pipeliner) error {
+			p.Incr(bg, "sync")
+			p.Do(bg, "WAIT", 1, 200)
+			return nil
+		})
+		return len(n) == 2 && n[1].(*redis.Cmd).Val() == int64(1)
 	})
 	f = newFixtureOn(t, mc)
-	f.st.SetDurability(store.Durability{Replicas: 1, Timeout: 200 * time.Millisecond})
+	f.st.SetDurability(store.Durability{Replicas: 1, Timeout: 500 * time.Millisecond})
 	return f, master, replica
 }
 
@@ -154,6 +163,9 @@ func TestClaimIsRefusedWhenTheMasterHasTooFewReplicas(t *testing.T) {
 	}
 	if st := f.get(op).Status; st != approval.StatusApproved {
 		t.Fatalf("the refused claim left the operation %s", st)
+	}
+	if err := f.st.Ready(bg); err == nil || !strings.Contains(err.Error(), "replicas") {
+		t.Fatalf("ready without the replica: %v", err)
 	}
 }
 

@@ -21,7 +21,7 @@ func (r *Redis) Ready(ctx context.Context) error {
 	err := r.rdb.Set(ctx, readyKey(host), "1", 10*time.Second).Err()
 	switch {
 	case err == nil:
-		return nil
+		return r.readyDurable(ctx)
 	case oom(err):
 		return errors.New("redis refuses writes: it is out of memory (maxmemory with noeviction)")
 	case strings.HasPrefix(err.Error(), "READONLY"):

@@ -87,11 +87,14 @@ type clusterOpts struct {
 	proxy     bool     // put a fault proxy between the replicas and Redis
 	redisArgs []string // extra redis-server arguments
 	replicas  int      // default 3
+	sentinel  bool     // a master, one replica and a Sentinel; the service finds the master through it
 }
 
 type cluster struct {
 	t        *testing.T
 	redis    *redistest.Process
+	second   *redistest.Process // the master's replica (sentinel topologies)
+	sentinel *sentinel
 	proxy    *faultproxy.Proxy
 	smtp     *smtptest.Server
 	target   *target
@@ -114,8 +117,19 @@ type replica struct {
 func startCluster(t *testing.T, o clusterOpts) *cluster {
 	t.Helper()
 	args := append([]string{"--appendonly", "yes", "--appendfsync", "always"}, o.redisArgs...)
+	if o.sentinel {
+		// A replica resyncs at once after a failover (no 5 s wait for
+		// more replicas to share the transfer).
+		args = append(args, "--repl-diskless-sync-delay", "0")
+	}
 	c := &cluster{t: t, redis: redistest.StartProcess(t, args...)}
 	c.redisURL = c.redis.URL()
+	if o.sentinel {
+		c.second = redistest.StartProcess(t, append(args, "--replicaof", "127.0.0.1", strconv.Itoa(c.redis.Port))...)
+		c.waitSynced(c.redis)
+		c.sentinel = startSentinel(t, c.redis.Port)
+		c.redisURL = fmt.Sprintf("redis-sentinel://127.0.0.1:%d/mymaster", c.sentinel.port)
+	}
 	if o.proxy {
 		p, err := faultproxy.Start(c.redis.Addr(), uint64(seed()))
 		if err != nil {

@@ -402,3 +402,37 @@ func (r *Redis) readyDurable(ctx context.Context) error {
 	}
 	return nil
 }
+
+// readDurable runs the reads queue adds on the master of tag's slot and,
+// where transitions wait for replicas, the probe write and WAIT after
+// them on the same connection: what a read shows is then on the replicas
+// too, so no failover can show an earlier status after it (SPEC §2). A
+// node that is no longer a master (demoted by a failover, still holding
+// old connections) refuses the probe: its reads are not shown.
+func (r *Redis) readDurable(ctx context.Context, op, tag string, queue func(p redis.Pipeliner)) error {
+	if r.dur.Replicas <= 0 {
+		pipe := r.rdb.Pipeline()
+		queue(pipe)
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return unavailable(op, err)
+		}
+		return nil
+	}
+	n, err := r.node(ctx, tag)
+	if err != nil {
+		return unavailable(op, err)
+	}
+	pipe := n.WithTimeout(n.Options().ReadTimeout + r.dur.Timeout).Pipeline()
+	queue(pipe)
+	probe := pipe.Incr(ctx, durableKey(tag))
+	wait := pipe.Do(ctx, "WAIT", r.dur.Replicas, r.dur.Timeout.Milliseconds())
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) && probe.Err() == nil && wait.Err() == nil {
+		return unavailable(op, err)
+	}
+	acked, werr := wait.Int64()
+	if werr = errors.Join(probe.Err(), werr); werr != nil || acked < int64(r.dur.Replicas) {
+		r.log.Warn("a read was not confirmed on enough replicas in time", "step", op, "acked", acked, "required", r.dur.Replicas, "err", werr)
+		return &NotDurable{Op: op, Acked: acked, Required: int64(r.dur.Replicas), Refused: "what it would show is not on enough replicas"}
+	}
+	return nil
+}

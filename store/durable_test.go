@@ -144,6 +144,12 @@ func TestAgentReadIsShownOnlyOnceOnTheReplica(t *testing.T) {
 	if _, err := f.st.Read(bg, op.Ref(), 1000); code(err) != approval.CodeUnavailable {
 		t.Fatalf("read while the replica stalls: %v", err)
 	}
+	if _, err := f.st.Get(bg, op.Ref()); code(err) != approval.CodeUnavailable {
+		t.Fatalf("get while the replica stalls: %v", err)
+	}
+	if _, err := f.st.List(bg, "agent", 10); code(err) != approval.CodeUnavailable {
+		t.Fatalf("list while the replica stalls: %v", err)
+	}
 }
 
 // A master whose replica is gone cannot keep a claim through a failover:
@@ -161,10 +167,17 @@ func TestClaimIsRefusedWhenTheMasterHasTooFewReplicas(t *testing.T) {
 	if won || code(err) != approval.CodeUnavailable || outcomeUnknown(err) {
 		t.Fatalf("claim without a replica: won=%v err=%v; want unavailable, outcome known (nothing ran)", won, err)
 	}
+	// (Reads wait for the replica too: look without waiting.)
+	if _, err := f.st.Get(bg, op.Ref()); code(err) != approval.CodeUnavailable {
+		t.Fatalf("a read without the replica: %v", err)
+	}
+	f.st = store.New(f.rdb, nil)
 	if st := f.get(op).Status; st != approval.StatusApproved {
 		t.Fatalf("the refused claim left the operation %s", st)
 	}
-	if err := f.st.Ready(bg); err == nil || !strings.Contains(err.Error(), "replicas") {
+	waiting := store.New(f.rdb, nil)
+	waiting.SetDurability(store.Durability{Replicas: 1})
+	if err := waiting.Ready(bg); err == nil || !strings.Contains(err.Error(), "replicas") {
 		t.Fatalf("ready without the replica: %v", err)
 	}
 }
@@ -226,5 +239,19 @@ func TestConfigureDurability(t *testing.T) {
 	}
 	if _, _, err := on(sc).ConfigureDurability(ctx, "two", 0, false); err == nil {
 		t.Fatal("a word was taken as a number of replicas")
+	}
+}
+
+// A process still connected to a master that a failover demoted reads
+// that node's old data: what it would show is refused (the probe write
+// fails there), never an earlier status than the new master holds.
+func TestReadOnADemotedMasterIsRefused(t *testing.T) {
+	f, _, replica := replicated(t)
+	op := f.draft("agent", 10)
+	stale := store.New(redistest.Client(t, replica.URL()), nil)
+	t.Cleanup(func() { _ = stale.Close() })
+	stale.SetDurability(f.st.Durability())
+	if got, err := stale.Get(bg, op.Ref()); code(err) != approval.CodeUnavailable {
+		t.Fatalf("read on a replica: %v, %v; want unavailable", got, err)
 	}
 }

@@ -108,7 +108,12 @@ func (r *Redis) getHash(ctx context.Context, ref approval.Ref) (approval.Ref, ma
 	if err != nil {
 		return ref, nil, err
 	}
-	h, err := r.rdb.HGetAll(ctx, opKey(r.shards.of(ref.Principal), ref.Key)).Result()
+	tag := r.shards.of(ref.Principal)
+	var cmd *redis.MapStringStringCmd
+	if err := r.readDurable(ctx, "get", tag, func(p redis.Pipeliner) { cmd = p.HGetAll(ctx, opKey(tag, ref.Key)) }); err != nil {
+		return ref, nil, err
+	}
+	h, err := cmd.Result()
 	if err != nil {
 		return ref, nil, unavailable("get", err)
 	}
@@ -256,13 +261,24 @@ func (r *Redis) locate(ctx context.Context, ref approval.Ref) (approval.Ref, err
 // nil, and so are unreadable ones, which decode reported and which
 // unreadable lists.
 func (r *Redis) getMany(ctx context.Context, refs []approval.Ref) (ops []*approval.Operation, unreadable map[int]bool, err error) {
-	pipe := r.rdb.Pipeline()
 	cmds := make([]*redis.MapStringStringCmd, len(refs))
-	for i, ref := range refs {
-		cmds[i] = pipe.HGetAll(ctx, opKey(r.shards.of(ref.Principal), ref.Key))
+	queue := func(pipe redis.Pipeliner) {
+		for i, ref := range refs {
+			cmds[i] = pipe.HGetAll(ctx, opKey(r.shards.of(ref.Principal), ref.Key))
+		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, nil, unavailable("get", err)
+	if tag, one := r.oneTag(refs); one {
+		// One principal's operations (a list): read where transitions
+		// are durable, like Get.
+		if err := r.readDurable(ctx, "get", tag, queue); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		pipe := r.rdb.Pipeline()
+		queue(pipe)
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, nil, unavailable("get", err)
+		}
 	}
 	out := make([]*approval.Operation, len(refs))
 	for i, c := range cmds {
@@ -289,6 +305,20 @@ func (r *Redis) getMany(ctx context.Context, refs []approval.Ref) (ops []*approv
 		}
 	}
 	return out, unreadable, nil
+}
+
+// oneTag returns the shard of refs when they all share one.
+func (r *Redis) oneTag(refs []approval.Ref) (string, bool) {
+	if len(refs) == 0 {
+		return "", false
+	}
+	tag := r.shards.of(refs[0].Principal)
+	for _, ref := range refs[1:] {
+		if r.shards.of(ref.Principal) != tag {
+			return "", false
+		}
+	}
+	return tag, true
 }
 
 // List returns the principal's operations, newest first, from its index.
@@ -688,7 +718,12 @@ func (r *Redis) GetLink(ctx context.Context, ref approval.Ref, nonceHash string)
 	if err != nil {
 		return nil, nil, err
 	}
-	h, err := r.rdb.HGetAll(ctx, opKey(r.shards.of(ref.Principal), ref.Key)).Result()
+	tag := r.shards.of(ref.Principal)
+	var cmd *redis.MapStringStringCmd
+	if err := r.readDurable(ctx, "get", tag, func(p redis.Pipeliner) { cmd = p.HGetAll(ctx, opKey(tag, ref.Key)) }); err != nil {
+		return nil, nil, err
+	}
+	h, err := cmd.Result()
 	if err != nil {
 		return nil, nil, unavailable("get", err)
 	}

@@ -88,6 +88,7 @@ type clusterOpts struct {
 	redisArgs []string // extra redis-server arguments
 	replicas  int      // default 3
 	sentinel  bool     // a master, one replica and a Sentinel; the service finds the master through it
+	replLink  bool     // (sentinel) the replica replicates through a fault proxy (replication lag)
 }
 
 type cluster struct {
@@ -95,6 +96,7 @@ type cluster struct {
 	redis    *redistest.Process
 	second   *redistest.Process // the master's replica (sentinel topologies)
 	sentinel *sentinel
+	replLink *faultproxy.Proxy // between the replica and the master, with replLink
 	proxy    *faultproxy.Proxy
 	smtp     *smtptest.Server
 	target   *target
@@ -125,7 +127,17 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 	c := &cluster{t: t, redis: redistest.StartProcess(t, args...)}
 	c.redisURL = c.redis.URL()
 	if o.sentinel {
-		c.second = redistest.StartProcess(t, append(args, "--replicaof", "127.0.0.1", strconv.Itoa(c.redis.Port))...)
+		from := c.redis.Addr()
+		if o.replLink {
+			p, err := faultproxy.Start(c.redis.Addr(), uint64(seed()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(p.Close)
+			c.replLink, from = p, p.Addr()
+		}
+		host, port, _ := net.SplitHostPort(from)
+		c.second = redistest.StartProcess(t, append(args, "--replicaof", host, port)...)
 		c.waitSynced(c.redis)
 		c.sentinel = startSentinel(t, c.redis.Port)
 		c.redisURL = fmt.Sprintf("redis-sentinel://127.0.0.1:%d/mymaster", c.sentinel.port)

@@ -91,8 +91,12 @@ func (e *NotDurable) As(target any) bool {
 		return false
 	}
 	if e.Refused != "" {
-		// Nothing ran: no outcome is unknown.
-		*t = approval.Errorf(approval.CodeUnavailable, "the store cannot keep this change safe right now; try again shortly")
+		// Nothing ran (or only a read): no outcome is unknown.
+		msg := "the store cannot keep this change safe right now; try again shortly"
+		if e.Op == "get" || e.Op == "read" {
+			msg = "the store cannot confirm the operation's current state on its replicas right now; try again shortly"
+		}
+		*t = approval.Errorf(approval.CodeUnavailable, "%s", msg)
 		return true
 	}
 	*t = approval.Errorf(approval.CodeUnavailable,
@@ -163,7 +167,12 @@ func (r *Redis) evalDurable(ctx context.Context, op string, s *redis.Script, tag
 		// is not known.
 		r.log.Warn("a transition was not acknowledged by enough replicas in time", "step", op,
 			"acked", acked, "required", r.dur.Replicas, "err", werr)
-		cmd.SetErr(&NotDurable{Op: op, Acked: acked, Required: int64(r.dur.Replicas)})
+		nd := &NotDurable{Op: op, Acked: acked, Required: int64(r.dur.Replicas)}
+		if op == "read" {
+			// A read counted against the rate changed nothing that matters.
+			nd.Refused = "what it would show is not on enough replicas"
+		}
+		cmd.SetErr(nd)
 	}
 	return cmd
 }

@@ -26,6 +26,8 @@ type result struct {
 	Lost       int // acknowledged and gone
 	Unsurfaced int // approved, not executed, and not surfaced as stuck (or succeeded without a write)
 	Changed    int // terminal states that changed afterwards
+	Backwards  int // operations seen in a status earlier than one seen before
+	Untrue     int // decisions answered "Thank you" that the operation does not show at the end
 	Stuck      int // executing at the end, listed by the admin API's stuck view
 	StuckWrote int // of those, the write had reached the target
 	Slow       int // requests answered after more than 5 s
@@ -51,9 +53,9 @@ func (r *result) check(t *testing.T) {
 	for _, n := range r.Notes {
 		t.Logf("%s: %s", r.Name, n)
 	}
-	if r.Duplicates != 0 || r.Lost != 0 || r.Unsurfaced != 0 || r.Changed != 0 {
-		t.Errorf("%s: %d duplicates, %d lost, %d approved but neither executed nor surfaced, %d terminal states changed",
-			r.Name, r.Duplicates, r.Lost, r.Unsurfaced, r.Changed)
+	if r.Duplicates != 0 || r.Lost != 0 || r.Unsurfaced != 0 || r.Changed != 0 || r.Backwards != 0 || r.Untrue != 0 {
+		t.Errorf("%s: %d duplicates, %d lost, %d approved but neither executed nor surfaced, %d terminal states changed, %d went back, %d thanked decisions not kept",
+			r.Name, r.Duplicates, r.Lost, r.Unsurfaced, r.Changed, r.Backwards, r.Untrue)
 	}
 	if r.Acked == 0 {
 		t.Errorf("%s: no operation was acknowledged: the scenario proved nothing", r.Name)
@@ -61,8 +63,8 @@ func (r *result) check(t *testing.T) {
 }
 
 func (r *result) line() string {
-	return fmt.Sprintf("attempted %d, acknowledged %d, found %d, executed %d, duplicates %d, lost %d, unsurfaced %d, terminal changed %d, stuck %d (%d written), >5 s answers %d, slowest %s",
-		r.Attempted, r.Acked, r.Found, r.Executed, r.Duplicates, r.Lost, r.Unsurfaced, r.Changed, r.Stuck, r.StuckWrote, r.Slow, r.MaxLatency.Round(time.Millisecond))
+	return fmt.Sprintf("attempted %d, acknowledged %d, found %d, executed %d, duplicates %d, lost %d, unsurfaced %d, terminal changed %d, went back %d, thanked not kept %d, stuck %d (%d written), >5 s answers %d, slowest %s",
+		r.Attempted, r.Acked, r.Found, r.Executed, r.Duplicates, r.Lost, r.Unsurfaced, r.Changed, r.Backwards, r.Untrue, r.Stuck, r.StuckWrote, r.Slow, r.MaxLatency.Round(time.Millisecond))
 }
 
 // settle waits until no acknowledged operation is still approved and the
@@ -136,6 +138,15 @@ func (rn *run) settle(ctx context.Context, name string, d time.Duration) *result
 			continue
 		}
 		res.Found++
+		o.sawStatus(s)
+		if len(o.back) > 0 {
+			res.Backwards++
+			res.Notes = append(res.Notes, fmt.Sprintf("op %d (%s): went back: %s", o.i, o.key, strings.Join(o.back, ", ")))
+		}
+		if bad := untrue(o, s); bad != "" {
+			res.Untrue++
+			res.Notes = append(res.Notes, fmt.Sprintf("op %d (%s): %s", o.i, o.key, bad))
+		}
 		if o.fate == expireFirst && s != "expired" {
 			res.Changed++
 			res.Notes = append(res.Notes, fmt.Sprintf("op %d (%s): its window passed before anyone approved, yet it is %s", o.i, o.key, s))
@@ -179,6 +190,23 @@ func (rn *run) settle(ctx context.Context, name string, d time.Duration) *result
 		res.Notes = append(res.Notes, fmt.Sprintf("%d operations left executing for an operator (%d of them written)", res.Stuck, res.StuckWrote))
 	}
 	return res
+}
+
+// untrue says how the final status s of o contradicts a decision a page
+// answered "Thank you" to, or "".
+func untrue(o *opRec, s string) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.thanked["grace"] == "reject" || o.thanked["ada"] == "reject" {
+		if s != "rejected" {
+			return "a rejection was answered Thank you, yet it is " + s
+		}
+		return ""
+	}
+	if o.fate == approve && o.thanked["grace"] == "approve" && o.thanked["ada"] == "approve" && rankOf(s) < rankOf("approved") {
+		return "both approvals were answered Thank you, yet it is " + s
+	}
+	return ""
 }
 
 // statuses reads every acknowledged operation's status as the agent sees
@@ -257,11 +285,11 @@ func printTable(w io.Writer) {
 	if len(results) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "| scenario | attempted | acknowledged | found after | executed | duplicates | lost | unsurfaced | terminal changed | left stuck (written) | answers > 5 s | slowest answer |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| scenario | attempted | acknowledged | found after | executed | duplicates | lost | unsurfaced | terminal changed | went back | thanked, not kept | left stuck (written) | answers > 5 s | slowest answer |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range results {
-		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d (%d) | %d | %s |\n", r.Name, r.Attempted, r.Acked, r.Found, r.Executed,
-			r.Duplicates, r.Lost, r.Unsurfaced, r.Changed, r.Stuck, r.StuckWrote, r.Slow, r.MaxLatency.Round(10*time.Millisecond))
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d (%d) | %d | %s |\n", r.Name, r.Attempted, r.Acked, r.Found, r.Executed,
+			r.Duplicates, r.Lost, r.Unsurfaced, r.Changed, r.Backwards, r.Untrue, r.Stuck, r.StuckWrote, r.Slow, r.MaxLatency.Round(10*time.Millisecond))
 	}
 	for _, r := range results {
 		for _, n := range r.Notes {

@@ -1,5 +1,5 @@
 // Package faults is countersign's fault suite: real redis-server processes
-// (AOF, appendfsync everysec) on private ports, three `countersign serve`
+// (AOF, appendfsync always) on private ports, three `countersign serve`
 // processes built from this tree, an SMTP sink and an HTTP target with
 // ETags that count every notification and every write, and scenarios that
 // break Redis, the network to it, the replicas and SMTP while a seeded

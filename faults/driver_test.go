@@ -67,6 +67,29 @@ type opRec struct {
 	approved bool   // some approval page confirmed an approval
 	noMail   bool   // an approver's mail never came
 	started  bool   // the driver began preparing it
+	rank     int    // the furthest status the agent saw (rankOf)
+	furthest string
+	back     []string          // statuses seen going back ("succeeded → executing")
+	thanked  map[string]string // approver → the decision a page answered "Thank you" to
+}
+
+// rankOf orders the statuses: nothing ever returns to an earlier one
+// (SPEC §2).
+func rankOf(s string) int {
+	switch s {
+	case "draft":
+		return 1
+	case "pending_approval":
+		return 2
+	case "approved":
+		return 3
+	case "executing":
+		return 4
+	}
+	if terminal[s] {
+		return 5
+	}
+	return 0
 }
 
 func (o *opRec) sawStatus(s string) {
@@ -75,6 +98,21 @@ func (o *opRec) sawStatus(s string) {
 	if terminal[s] && o.terminal == "" {
 		o.terminal = s
 	}
+	if r := rankOf(s); r > o.rank {
+		o.rank, o.furthest = r, s
+	} else if r > 0 && r < o.rank {
+		o.back = append(o.back, o.furthest+" → "+s)
+	}
+}
+
+// thank records that who's decision was answered "Thank you".
+func (o *opRec) thank(who, decision string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.thanked == nil {
+		o.thanked = map[string]string{}
+	}
+	o.thanked[who] = decision
 }
 
 // run is one scenario's run of the driver.
@@ -220,7 +258,7 @@ var csrfRE = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)
 
 // click opens the link on a replica, as a browser would, and presses a
 // button; it retries while the service is unavailable.
-func (rn *run) click(ctx context.Context, r *rand.Rand, o *opRec, link, decision string) {
+func (rn *run) click(ctx context.Context, r *rand.Rand, o *opRec, who, link, decision string) {
 	u, err := url.Parse(link)
 	if err != nil {
 		return
@@ -242,10 +280,13 @@ func (rn *run) click(ctx context.Context, r *rand.Rand, o *opRec, link, decision
 		if decision == "reject" {
 			form.Set("reason", "fault suite")
 		}
-		st, _, _ = rn.callWith(ctx, hc, "POST", base+u.Path, "", "application/x-www-form-urlencoded", form.Encode())
+		st, page, _ = rn.callWith(ctx, hc, "POST", base+u.Path, "", "application/x-www-form-urlencoded", form.Encode())
 		if retryable(st) {
 			sleep(ctx, time.Duration(100+r.IntN(300))*time.Millisecond)
 			continue
+		}
+		if st == 200 && strings.Contains(string(page), "Thank you") {
+			o.thank(who, decision)
 		}
 		if st == 200 && decision == "approve" {
 			o.mu.Lock()
@@ -321,7 +362,7 @@ func (rn *run) one(ctx context.Context, o *opRec, mailWait time.Duration) {
 		for k := range 1 + r.IntN(3) {
 			rr := rand.New(rand.NewPCG(rn.seed, uint64(o.i)<<16|uint64(j)<<8|uint64(k)))
 			wg.Add(1)
-			go func() { defer wg.Done(); rn.click(ctx, rr, o, links[who], decision) }()
+			go func() { defer wg.Done(); rn.click(ctx, rr, o, who, links[who], decision) }()
 		}
 	}
 	if o.fate == cancelRace {

@@ -92,11 +92,16 @@ type clusterOpts struct {
 	// items route (faults/clock_test.go).
 	clockOffsets []time.Duration
 	remind       string
+	sentinel  bool     // a master, one replica and a Sentinel; the service finds the master through it
+	replLink  bool     // (sentinel) the replica replicates through a fault proxy (replication lag)
 }
 
 type cluster struct {
 	t        *testing.T
 	redis    *redistest.Process
+	second   *redistest.Process // the master's replica (sentinel topologies)
+	sentinel *sentinel
+	replLink *faultproxy.Proxy // between the replica and the master, with replLink
 	proxy    *faultproxy.Proxy
 	smtp     *smtptest.Server
 	target   *target
@@ -118,9 +123,30 @@ type replica struct {
 
 func startCluster(t *testing.T, o clusterOpts) *cluster {
 	t.Helper()
-	args := append([]string{"--appendonly", "yes", "--appendfsync", "everysec"}, o.redisArgs...)
+	args := append([]string{"--appendonly", "yes", "--appendfsync", "always"}, o.redisArgs...)
+	if o.sentinel {
+		// A replica resyncs at once after a failover (no 5 s wait for
+		// more replicas to share the transfer).
+		args = append(args, "--repl-diskless-sync-delay", "0")
+	}
 	c := &cluster{t: t, redis: redistest.StartProcess(t, args...)}
 	c.redisURL = c.redis.URL()
+	if o.sentinel {
+		from := c.redis.Addr()
+		if o.replLink {
+			p, err := faultproxy.Start(c.redis.Addr(), uint64(seed()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(p.Close)
+			c.replLink, from = p, p.Addr()
+		}
+		host, port, _ := net.SplitHostPort(from)
+		c.second = redistest.StartProcess(t, append(args, "--replicaof", host, port)...)
+		c.waitSynced(c.redis)
+		c.sentinel = startSentinel(t, c.redis.Port)
+		c.redisURL = fmt.Sprintf("redis-sentinel://127.0.0.1:%d/mymaster", c.sentinel.port)
+	}
 	if o.proxy {
 		p, err := faultproxy.Start(c.redis.Addr(), uint64(seed()))
 		if err != nil {

@@ -40,7 +40,7 @@ func (rn *run) sendOne(ctx context.Context, r *rand.Rand) *opRec {
 func (rn *run) approveAll(ctx context.Context, r *rand.Rand, o *opRec) {
 	for _, who := range []string{"grace", "ada"} {
 		if l := rn.c.mail.waitLink(ctx, rn.c, o.key, who, 30*time.Second); l != "" {
-			rn.click(ctx, r, o, l, "approve")
+			rn.click(ctx, r, o, who, l, "approve")
 		} else {
 			o.noMail = true
 		}

@@ -22,11 +22,11 @@ func (r *Redis) Ready(ctx context.Context) error {
 	host, _ := os.Hostname()
 	err := r.rdb.Set(ctx, readyKey(host), "1", 10*time.Second).Err()
 	if err == nil {
-		return nil
+		return r.readyDurable(ctx)
 	}
 	var refused redis.Error
 	if errors.As(err, &refused) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, redis.ErrClosed) {
-		return &RefusingWrites{Class: errorClass(refused.Error()), Message: refusal(err)}
+		return &RefusingWrites{Class: errorClass(refused.Error()), Message: writeRefusal(err)}
 	}
 	return unavailable("ready", err)
 }
@@ -57,7 +57,7 @@ func errorClass(msg string) string {
 	return code
 }
 
-func refusal(err error) string {
+func writeRefusal(err error) string {
 	switch {
 	case oom(err):
 		return "it is out of memory (maxmemory with noeviction)"

@@ -128,6 +128,11 @@ func opKeys(tag, principal, k string) []string {
 // groupName is the consumer group of the workers on every shard stream.
 const groupName = "workers"
 
+// durableKey is a shard's durability probe (STRING, a counter): written
+// after every transition when transitions wait for replicas, so that WAIT
+// on that connection covers everything the master had (durable.go).
+func durableKey(tag string) string { return prefix + tag + ":w" }
+
 // metaKey records facts fixed for a deployment. HASH: shards.
 const metaKey = prefix + "meta"
 

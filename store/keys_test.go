@@ -23,6 +23,7 @@ func TestKeyNames(t *testing.T) {
 		{dueKey(tag), "cs:{s15.42}:d"},
 		{executingKey(tag), "cs:{s15.42}:x"},
 		{goneKey(tag), "cs:{s15.42}:g"},
+		{durableKey(tag), "cs:{s15.42}:w"},
 		{metaKey, "cs:meta"},
 		{changesChannel, "cs:changes"},
 		{passkeysKey("grace"), "cs:{a.grace}:pk"},

@@ -25,7 +25,7 @@ const storeOverhead = 1024
 func (r *Redis) run(ctx context.Context, s *redis.Script, ref approval.Ref, tx string, now time.Time, args ...any) *redis.Cmd {
 	tag := r.shards.of(ref.Principal)
 	argv := append([]any{ref.Key, ref.Principal, tx, ms(now)}, args...)
-	return s.Run(ctx, r.rdb, opKeys(tag, ref.Principal, ref.Key), argv...)
+	return r.runDurable(ctx, "transition", s, tag, opKeys(tag, ref.Principal, ref.Key), argv...)
 }
 
 // reply reads a script's {word, …} reply.
@@ -108,7 +108,12 @@ func (r *Redis) getHash(ctx context.Context, ref approval.Ref) (approval.Ref, ma
 	if err != nil {
 		return ref, nil, err
 	}
-	h, err := r.rdb.HGetAll(ctx, opKey(r.shards.of(ref.Principal), ref.Key)).Result()
+	tag := r.shards.of(ref.Principal)
+	var cmd *redis.MapStringStringCmd
+	if err := r.readDurable(ctx, "get", tag, func(p redis.Pipeliner) { cmd = p.HGetAll(ctx, opKey(tag, ref.Key)) }); err != nil {
+		return ref, nil, err
+	}
+	h, err := cmd.Result()
 	if err != nil {
 		return ref, nil, unavailable("get", err)
 	}
@@ -149,7 +154,10 @@ func (r *Redis) readHash(ctx context.Context, ref approval.Ref, perMinute int) (
 		return r.getHash(ctx, ref)
 	}
 	tag := r.shards.of(ref.Principal)
-	vals, err := readScript.Run(ctx, r.rdb, []string{opKey(tag, ref.Key), countersKey(tag, ref.Principal)},
+	// Durable like a transition: what the agent is shown must be on the
+	// replicas, or a failover could show it an earlier status next
+	// (SPEC §2: nothing returns to an earlier state).
+	vals, err := r.runDurable(ctx, "read", readScript, tag, []string{opKey(tag, ref.Key), countersKey(tag, ref.Principal)},
 		perMinute).Slice()
 	if oom(err) {
 		return r.getHash(ctx, ref)
@@ -253,13 +261,24 @@ func (r *Redis) locate(ctx context.Context, ref approval.Ref) (approval.Ref, err
 // nil, and so are unreadable ones, which decode reported and which
 // unreadable lists.
 func (r *Redis) getMany(ctx context.Context, refs []approval.Ref) (ops []*approval.Operation, unreadable map[int]bool, err error) {
-	pipe := r.rdb.Pipeline()
 	cmds := make([]*redis.MapStringStringCmd, len(refs))
-	for i, ref := range refs {
-		cmds[i] = pipe.HGetAll(ctx, opKey(r.shards.of(ref.Principal), ref.Key))
+	queue := func(pipe redis.Pipeliner) {
+		for i, ref := range refs {
+			cmds[i] = pipe.HGetAll(ctx, opKey(r.shards.of(ref.Principal), ref.Key))
+		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, nil, unavailable("get", err)
+	if tag, one := r.oneTag(refs); one {
+		// One principal's operations (a list): read where transitions
+		// are durable, like Get.
+		if err := r.readDurable(ctx, "get", tag, queue); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		pipe := r.rdb.Pipeline()
+		queue(pipe)
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, nil, unavailable("get", err)
+		}
 	}
 	out := make([]*approval.Operation, len(refs))
 	for i, c := range cmds {
@@ -286,6 +305,20 @@ func (r *Redis) getMany(ctx context.Context, refs []approval.Ref) (ops []*approv
 		}
 	}
 	return out, unreadable, nil
+}
+
+// oneTag returns the shard of refs when they all share one.
+func (r *Redis) oneTag(refs []approval.Ref) (string, bool) {
+	if len(refs) == 0 {
+		return "", false
+	}
+	tag := r.shards.of(refs[0].Principal)
+	for _, ref := range refs[1:] {
+		if r.shards.of(ref.Principal) != tag {
+			return "", false
+		}
+	}
+	return tag, true
 }
 
 // List returns the principal's operations, newest first, from its index.
@@ -475,8 +508,16 @@ func (r *Redis) Decide(ctx context.Context, ref approval.Ref, t approval.DecideT
 	return out, nil
 }
 
-// Claim moves approved → executing for the token's holder.
+// Claim moves approved → executing for the token's holder. Where
+// transitions are durable (durable.go), it is refused first on a master
+// that cannot keep it (unavailable; the operation stays approved), and it
+// returns unavailable with outcome_unknown when the replicas did not
+// acknowledge it: the caller then asks again with the same token and
+// starts no effect until Claim answers won.
 func (r *Redis) Claim(ctx context.Context, ref approval.Ref, t approval.ClaimTransition) (bool, approval.Status, error) {
+	if err := r.guard(ctx, r.shards.of(ref.Principal)); err != nil {
+		return false, "", err
+	}
 	res, err := reply(r.run(ctx, claimScript, ref, t.Tx, t.Now, t.Token, encodeEvent(t.Event, t.Event.PayloadHash),
 		encodeEvent(t.ExpireEvent, t.ExpireEvent.PayloadHash), msArg(t.Retention)))
 	if err != nil {
@@ -564,7 +605,7 @@ func (r *Redis) SweepExpired(ctx context.Context, now time.Time, t approval.Swee
 	var out []approval.Event
 	for _, tag := range r.shards.tags {
 		for {
-			pairs, err := sweepScript.Run(ctx, r.rdb, []string{dueKey(tag), streamKey(tag), goneKey(tag), auditKey(tag)},
+			pairs, err := r.runDurable(ctx, "sweep", sweepScript, tag, []string{dueKey(tag), streamKey(tag), goneKey(tag), auditKey(tag)},
 				ms(now), batch, msArg(t.Retention), msArg(t.DraftRetention), ev).StringSlice()
 			if err != nil && !errors.Is(err, redis.Nil) {
 				return out, unavailable("sweep", err)
@@ -602,7 +643,7 @@ func (r *Redis) Supersede(ctx context.Context, ref approval.Ref, t approval.Supe
 		args = append(args, tm.Reason, ms(tm.At))
 	}
 	keys := append(opKeys(tag, ref.Principal, ref.Key), opKey(tag, n.Key))
-	res, err := reply(supersedeScript.Run(ctx, r.rdb, keys, append([]any{ref.Key, ref.Principal, t.Tx, ms(t.Now)}, args...)...))
+	res, err := reply(r.runDurable(ctx, "supersede", supersedeScript, tag, keys, append([]any{ref.Key, ref.Principal, t.Tx, ms(t.Now)}, args...)...))
 	if err != nil {
 		return false, unavailable("supersede", err)
 	}
@@ -677,7 +718,12 @@ func (r *Redis) GetLink(ctx context.Context, ref approval.Ref, nonceHash string)
 	if err != nil {
 		return nil, nil, err
 	}
-	h, err := r.rdb.HGetAll(ctx, opKey(r.shards.of(ref.Principal), ref.Key)).Result()
+	tag := r.shards.of(ref.Principal)
+	var cmd *redis.MapStringStringCmd
+	if err := r.readDurable(ctx, "get", tag, func(p redis.Pipeliner) { cmd = p.HGetAll(ctx, opKey(tag, ref.Key)) }); err != nil {
+		return nil, nil, err
+	}
+	h, err := cmd.Result()
 	if err != nil {
 		return nil, nil, unavailable("get", err)
 	}

@@ -43,6 +43,12 @@ type Redis struct {
 	// read (metrics); the error is logged too.
 	OnDecodeError func(key string)
 
+	// dur is what every transition waits for (durable.go); epoch the
+	// master's replication id last seen.
+	dur     Durability
+	epochMu sync.Mutex
+	epoch   string
+
 	groupMu sync.Mutex
 	groupOK map[string]bool
 	owners  owners // key → principal, for references by key alone

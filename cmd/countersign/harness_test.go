@@ -99,6 +99,9 @@ func startService(t testing.TB, o serviceOpts) *testService {
 	env := map[string]string{
 		"COUNTERSIGN_LISTEN":    "127.0.0.1:0",
 		"COUNTERSIGN_LINK_KEYS": testLinkKeys,
+		// The shared test Redis has no replica and no AOF: accept that
+		// (tests that need durability set it themselves).
+		"COUNTERSIGN_REDIS_MIN_REPLICAS": "0",
 	}
 	if o.RedisURL == "" {
 		o.RedisURL = redistest.Start(t).URL

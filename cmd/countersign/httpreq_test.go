@@ -181,7 +181,7 @@ func TestServeHTTPRequestEndToEnd(t *testing.T) {
 	rs := redistest.Start(t)
 	env := map[string]string{
 		"COUNTERSIGN_CONFIG": httpreqConfig(t, ts.URL), "COUNTERSIGN_LISTEN": "127.0.0.1:0",
-		"COUNTERSIGN_REDIS_URL": rs.URL, "CAL_TOKEN": httpreqCred,
+		"COUNTERSIGN_REDIS_URL": rs.URL, "CAL_TOKEN": httpreqCred, "COUNTERSIGN_REDIS_MIN_REPLICAS": "0",
 	}
 	stderr := &syncBuffer{}
 	m := &Main{Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }, Stderr: stderr, Workers: 2}

@@ -92,6 +92,7 @@ It takes no flags: configuration is the environment, among others
   COUNTERSIGN_PUBLIC_URL   base URL of approval links
   COUNTERSIGN_CONFIG       the YAML policy file
   COUNTERSIGN_REDIS_URL    redis://, rediss://, redis-sentinel:// or a cluster's addresses
+  COUNTERSIGN_REDIS_MIN_REPLICAS   replicas each transition waits for: auto (default) or a number
   COUNTERSIGN_LINK_KEYS    kid:base64key[,…] shared by all replicas
   COUNTERSIGN_WRITES       on (default) or off, the kill switch
   COUNTERSIGN_SMTP_URL     smtp:// or smtps:// for approval emails and email.send
@@ -246,6 +247,21 @@ func (m *Main) Open(ctx context.Context) error {
 		for _, w := range warnings {
 			m.log.Warn(w)
 		}
+		// What each transition waits for before it is acknowledged or a
+		// claim lets an effect start (docs/reliability.md).
+		wait, err := durationEnv(m.get("COUNTERSIGN_REDIS_WAIT_TIMEOUT", ""), "COUNTERSIGN_REDIS_WAIT_TIMEOUT")
+		if err != nil {
+			return err
+		}
+		d, warnings, err := m.Store.ConfigureDurability(pctx, m.get("COUNTERSIGN_REDIS_MIN_REPLICAS", "auto"), wait,
+			strings.HasPrefix(m.get("COUNTERSIGN_REDIS_URL", ""), "redis-sentinel://"))
+		if err != nil {
+			return err
+		}
+		for _, w := range warnings {
+			m.log.Warn(w)
+		}
+		m.log.Info("redis durability", "wait_for_replicas", d.Replicas, "wait_timeout", d.Timeout.String(), "single_node_fsync_always", d.FsyncAlways)
 	}
 
 	// Listener first: the public URL defaults to the bound address.
@@ -522,4 +538,16 @@ func (m *Main) effects(file *config.File, dev bool) (*effects, error) {
 		}
 	}
 	return e, nil
+}
+
+// durationEnv parses an optional duration setting ("" is zero).
+func durationEnv(v, name string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s must be a duration such as 500ms, not %q", name, v)
+	}
+	return d, nil
 }

@@ -200,6 +200,9 @@ func startServiceWith(bin, dir, name, redisURL string, pt *parties, keyHash, dra
 	}
 	env := append(os.Environ(),
 		"COUNTERSIGN_CONFIG="+cfg, "COUNTERSIGN_REDIS_URL="+redisURL, "COUNTERSIGN_LISTEN="+addr,
+		// The bench's Redis keeps nothing on disk (it measures the
+		// service): accept that instead of refusing to start.
+		"COUNTERSIGN_REDIS_MIN_REPLICAS=0",
 		"COUNTERSIGN_SMTP_URL=smtp://"+pt.smtpAddr+"?tls=none&from=bench@example.test",
 		"COUNTERSIGN_LINK_KEYS=k1:"+randomB64(32), "COUNTERSIGN_RECEIPT_KEYS=r1:"+randomB64(32),
 		"COUNTERSIGN_AUDIT_FILE="+filepath.Join(dir, name+"-audit.jsonl"))

@@ -1,0 +1,73 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/internal/httpbody"
+	"github.com/gofiber/fiber/v2"
+)
+
+// Refusing is cheap (SPEC §3 guarantee 14). The server streams request
+// bodies: fasthttp reads the headers and at most 8 KiB of a body before a
+// handler runs, and the rest only when a handler reads it, through
+// httpbody.Read with its own limit. So
+//   - gate refuses any Content-Encoding but identity (415) before anything
+//     else: no body is ever decompressed;
+//   - /v1, /v1/admin and /mcp authenticate from the headers, then read the
+//     body (loadBody; the MCP handler through bridge's lazy body);
+//   - the inbox and console check the session first, then read their form;
+//   - Slack and Teams check their headers (timestamp, token) first, then
+//     read at most their own limit;
+//   - approval pages and the enrolment page read at most pageFormLimit
+//     (an edit: editFormLimit) before their link is checked;
+//   - a body no handler read is discarded through a small buffer, or the
+//     connection is closed (gate).
+
+// pageFormLimit bounds the form of a page POST (a decision with its reason
+// and passkey assertion, a revocation, a passkey enrolment, sign-out).
+const pageFormLimit = 128 << 10
+
+// gate comes before every route: it refuses a Content-Encoding (415), and
+// once the request is answered, discards what a handler left unread of the
+// body (up to the body limit, through a 4 KiB buffer) or closes the
+// connection.
+func (s *Server) gate(c *fiber.Ctx) error {
+	defer httpbody.Finish(c, s.cfg.BodyLimit)
+	if err := httpbody.CheckEncoding(c); err != nil {
+		e := approval.Errorf(approval.CodeInvalidInput, "countersign never decompresses a request body: send it without Content-Encoding (or identity)").
+			WithDetails(map[string]any{"rule": "content_encoding"})
+		if isPage(c) {
+			setPageHeaders(c)
+			return s.problemPage(c, http.StatusUnsupportedMediaType, "Request refused", e.Message)
+		}
+		c.Set(fiber.HeaderCacheControl, "no-store")
+		return c.Status(http.StatusUnsupportedMediaType).JSON(fiber.Map{"error": e})
+	}
+	return c.Next()
+}
+
+// readBody is a middleware that reads the body, at most limit bytes, for
+// the handlers after it; it runs after authentication.
+func readBody(limit int) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		if _, err := httpbody.Read(c, limit); err != nil {
+			return bodyError(err)
+		}
+		return c.Next()
+	}
+}
+
+// bodyError is the contract's error for a body httpbody.Read refused.
+func bodyError(err error) error {
+	var tl *httpbody.TooLargeError
+	if errors.As(err, &tl) {
+		return approval.Errorf(approval.CodePayloadTooLarge, "request body is larger than %d bytes", tl.Limit)
+	}
+	return approval.Errorf(approval.CodeInvalidInput, "the request body could not be read (cut short or malformed chunks)")
+}
+
+// editFormLimit bounds an approver's edit from the page: edited values, in
+// form encoding.
+func (s *Server) editFormLimit() int { return max(pageFormLimit, 4*s.cfg.BodyLimit) }

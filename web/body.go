@@ -7,6 +7,7 @@ import (
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/internal/httpbody"
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 )
 
 // Refusing is cheap (SPEC §3 guarantee 14). The server streams request
@@ -17,11 +18,12 @@ import (
 //     else: no body is ever decompressed;
 //   - /v1, /v1/admin and /mcp authenticate from the headers, then read the
 //     body (loadBody; the MCP handler through bridge's lazy body);
-//   - the inbox and console check the session first, then read their form;
 //   - Slack and Teams check their headers (timestamp, token) first, then
 //     read at most their own limit;
-//   - approval pages and the enrolment page read at most pageFormLimit
-//     (an edit: editFormLimit) before their link is checked;
+//   - pages (approval links, inbox, console, enrolment, sign-out) read
+//     their form when a handler first asks for a value (formArgs), which
+//     each does only after checking its link or session and CSRF cookie,
+//     and at most pageFormLimit (an edit: editFormLimit);
 //   - a body no handler read is discarded through a small buffer, or the
 //     connection is closed (gate).
 
@@ -35,17 +37,31 @@ const pageFormLimit = 128 << 10
 // connection.
 func (s *Server) gate(c *fiber.Ctx) error {
 	defer httpbody.Finish(c, s.cfg.BodyLimit)
-	if err := httpbody.CheckEncoding(c); err != nil {
-		e := approval.Errorf(approval.CodeInvalidInput, "countersign never decompresses a request body: send it without Content-Encoding (or identity)").
-			WithDetails(map[string]any{"rule": "content_encoding"})
-		if isPage(c) {
-			setPageHeaders(c)
-			return s.problemPage(c, http.StatusUnsupportedMediaType, "Request refused", e.Message)
-		}
-		c.Set(fiber.HeaderCacheControl, "no-store")
-		return c.Status(http.StatusUnsupportedMediaType).JSON(fiber.Map{"error": e})
+	if httpbody.CheckEncoding(c) != nil {
+		return s.refuseEncoding(c)
 	}
-	return c.Next()
+	err := c.Next()
+	if ferr, ok := c.Locals(formErrLocal).(error); ok && err == nil {
+		// A form that could not be read left its handler with empty
+		// values, which no page accepts (each needs its CSRF token
+		// first): nothing was done, and the answer says why.
+		c.Response().Reset()
+		return bodyError(ferr)
+	}
+	return err
+}
+
+// refuseEncoding answers 415: invalid_input, details.rule content_encoding
+// (a plain page under the pages' paths).
+func (s *Server) refuseEncoding(c *fiber.Ctx) error {
+	e := approval.Errorf(approval.CodeInvalidInput, "countersign never decompresses a request body: send it without Content-Encoding (or identity)").
+		WithDetails(map[string]any{"rule": "content_encoding"})
+	if isPage(c) {
+		setPageHeaders(c)
+		return s.problemPage(c, http.StatusUnsupportedMediaType, "Request refused", e.Message)
+	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.Status(http.StatusUnsupportedMediaType).JSON(fiber.Map{"error": e})
 }
 
 // readBody is a middleware that reads the body, at most limit bytes, for
@@ -71,3 +87,34 @@ func bodyError(err error) error {
 // editFormLimit bounds an approver's edit from the page: edited values, in
 // form encoding.
 func (s *Server) editFormLimit() int { return max(pageFormLimit, 4*s.cfg.BodyLimit) }
+
+// formErrLocal and formLimitLocal carry a page's form reading.
+const (
+	formErrLocal   = "countersign.form.error"
+	formLimitLocal = "countersign.form.limit"
+)
+
+// formLimit is a middleware that sets how much of a form a page may read
+// (default pageFormLimit).
+func formLimit(n int) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		c.Locals(formLimitLocal, n)
+		return c.Next()
+	}
+}
+
+// formArgs is the submitted form of a page POST, read from the body (at
+// most the route's form limit) the first time a handler asks. A body that
+// cannot be read gives an empty form, and gate answers payload_too_large
+// or invalid_input instead of the handler.
+func formArgs(c *fiber.Ctx) *fasthttp.Args {
+	limit, ok := c.Locals(formLimitLocal).(int)
+	if !ok {
+		limit = pageFormLimit
+	}
+	if _, err := httpbody.Read(c, limit); err != nil {
+		c.Locals(formErrLocal, err)
+		return &fasthttp.Args{}
+	}
+	return c.Request().PostArgs()
+}

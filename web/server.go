@@ -197,9 +197,9 @@ func (s *Server) routes() {
 
 	links := app.Group("/a", s.pageHeaders)
 	links.Get("/:token", s.openLink)
-	links.Post("/:token", readBody(pageFormLimit), s.decideLink)
-	links.Post("/:token/edit", readBody(s.editFormLimit()), s.editLink)
-	links.Post("/:token/revoke", readBody(pageFormLimit), s.revokeLink)
+	links.Post("/:token", s.decideLink)
+	links.Post("/:token/edit", formLimit(s.editFormLimit()), s.editLink)
+	links.Post("/:token/revoke", s.revokeLink)
 	s.signedInRoutes()
 
 	if s.cfg.DevMail != nil {

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -96,6 +97,8 @@ func Read(c *fiber.Ctx, limit int) ([]byte, error) {
 // drainWait is how long Finish waits for the rest of a body it discards.
 const drainWait = time.Second
 
+var scratchPool = sync.Pool{New: func() any { return new([4 << 10]byte) }}
+
 // Finish ends a request whose body no handler loaded (refused, or not
 // needed): up to drain bytes of it are read and discarded through a small
 // fixed buffer, so that the connection can serve its next request; a
@@ -117,7 +120,8 @@ func Finish(c *fiber.Ctx, drain int) {
 	if conn := c.Context().Conn(); conn != nil {
 		_ = conn.SetReadDeadline(time.Now().Add(drainWait)) // fasthttp sets its own again for the next request
 	}
-	var scratch [4 << 10]byte
+	scratch := scratchPool.Get().(*[4 << 10]byte)
+	defer scratchPool.Put(scratch)
 	got, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{io.LimitReader(stream, int64(drain)+1)}, scratch[:])
 	if err != nil || got > int64(drain) || (n > 0 && got != int64(n)) {
 		c.Context().SetConnectionClose()

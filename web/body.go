@@ -33,10 +33,11 @@ const pageFormLimit = 128 << 10
 
 // gate comes before every route: it refuses a Content-Encoding (415), and
 // once the request is answered, discards what a handler left unread of the
-// body (up to the body limit, through a 4 KiB buffer) or closes the
-// connection.
+// body (up to 4 × the body limit, through a 4 KiB buffer, within a second)
+// or closes the connection, so that a body a little over a limit still
+// gets its 413 rather than a reset.
 func (s *Server) gate(c *fiber.Ctx) error {
-	defer httpbody.Finish(c, s.cfg.BodyLimit)
+	defer httpbody.Finish(c, 4*s.cfg.BodyLimit)
 	if httpbody.CheckEncoding(c) != nil {
 		return s.refuseEncoding(c)
 	}

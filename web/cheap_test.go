@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/internal/hostilehttp"
 	"github.com/countersign/countersign/web"
 )
@@ -289,4 +290,26 @@ func rawCall(t *testing.T, addr, line, headers, body string) (int, http.Header, 
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	return resp.StatusCode, resp.Header, string(b)
+}
+
+// TestPageReadsItsFormAfterTheLink: an approval page checks its link
+// before reading the form (a forged link declaring 1 GiB is answered at
+// once), and a valid link's form over 128 KiB is 413 with nothing decided.
+func TestPageReadsItsFormAfterTheLink(t *testing.T) {
+	e, _, addr := cheapEnv(t)
+	op, tokens := e.pending("Retro")
+	forged := tokens[0][:len(tokens[0])-4] + "AAAA"
+	start := time.Now()
+	st, _, _ := rawCall(t, addr, "POST /a/"+forged, "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 1073741824\r\n", strings.Repeat("a", 16<<10))
+	if st != http.StatusNotFound || time.Since(start) > 3*time.Second {
+		t.Errorf("forged link, 1 GiB form: %d after %s, want 404 at once", st, time.Since(start))
+	}
+	form := "decision=approve&_csrf=x&reason=" + strings.Repeat("a", 200<<10)
+	st, _, body := rawCall(t, addr, "POST /a/"+tokens[0], "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: "+fmt.Sprint(len(form))+"\r\n", form)
+	if st != http.StatusRequestEntityTooLarge || !strings.Contains(body, "larger than") {
+		t.Errorf("valid link, 200 KiB form: %d %.300s, want 413", st, body)
+	}
+	if got := e.status(op.Key); got.Status != approval.StatusPending {
+		t.Errorf("after a refused form the operation is %s", got.Status)
+	}
 }

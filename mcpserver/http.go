@@ -1,9 +1,12 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"github.com/countersign/countersign/internal/jsonx"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -90,8 +93,49 @@ func NewHTTPHandler(svc *approval.Service, opts *HTTPOptions) http.Handler {
 		if o.OnPrincipal != nil {
 			o.OnPrincipal(r.Context(), p.ID)
 		}
+		if r.Method == http.MethodPost {
+			body, ok := oneMessage(w, r, o.MaxBodyBytes)
+			if !ok {
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
 		withToken.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
+}
+
+// oneMessage reads the body of an authenticated POST (the key is checked
+// before any byte of it is read) and refuses a JSON-RPC batch: one HTTP
+// request is one call, so what one request can make countersign store is
+// what one call can (SPEC §3 guarantee 10), whatever a batch would hold.
+// MCP itself dropped batches in protocol 2025-06-18; the SDK still takes
+// them from clients that announce an older version or none.
+func oneMessage(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
+			return nil, false
+		}
+		http.Error(w, "failed to read body", http.StatusBadRequest)
+		return nil, false
+	}
+	if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '[' {
+		rpcError(w, -32600, "JSON-RPC batches are not accepted: send one request per HTTP request")
+		return nil, false
+	}
+	return body, true
+}
+
+// rpcError answers 400 with a JSON-RPC error that answers no request.
+func rpcError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusBadRequest)
+	body, _ := jsonx.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil,
+		"error": map[string]any{"code": code, "message": msg}})
+	_, _ = w.Write(body)
 }
 
 type principalKey struct{}

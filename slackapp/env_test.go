@@ -13,6 +13,7 @@ import (
 	"github.com/countersign/countersign/action/slackpost"
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/internal/fakeslack"
+	"github.com/countersign/countersign/internal/httpbody"
 	"github.com/countersign/countersign/internal/redistest"
 	notifyslack "github.com/countersign/countersign/notify/slack"
 	"github.com/countersign/countersign/slackapp"
@@ -174,7 +175,8 @@ func newEnv(t testing.TB, o opts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.app = fiber.New(fiber.Config{DisableStartupMessage: true})
+	e.app = fiber.New(fiber.Config{DisableStartupMessage: true, StreamRequestBody: true})    // as countersign serve does
+	e.app.Use(func(c *fiber.Ctx) error { defer httpbody.Finish(c, 1<<20); return c.Next() }) // as web's gate does
 	e.app.Post("/slack/interactions", e.handler.Handle)
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -40,6 +40,7 @@ import (
 
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/internal/chatdecide"
+	"github.com/countersign/countersign/internal/httpbody"
 	"github.com/countersign/countersign/internal/slackwire"
 	"github.com/gofiber/fiber/v2"
 	"github.com/slack-go/slack"
@@ -121,6 +122,9 @@ type Config struct {
 	DecideTimeout time.Duration
 	// CallTimeout bounds each background Slack call (default 10 s).
 	CallTimeout time.Duration
+	// MaxBody caps an interaction's body (default 1 MiB), read only once
+	// its signature's headers and timestamp are checked.
+	MaxBody int
 }
 
 // Handler serves POST /slack/interactions.
@@ -144,6 +148,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.CallTimeout == 0 {
 		cfg.CallTimeout = 10 * time.Second
+	}
+	if cfg.MaxBody == 0 {
+		cfg.MaxBody = 1 << 20
 	}
 	h := &Handler{cfg: cfg, log: cfg.Logger}
 	if h.log == nil {
@@ -169,17 +176,27 @@ const replayTTL = 11 * time.Minute
 
 // Handle serves one interaction request over HTTP.
 func (h *Handler) Handle(c *fiber.Ctx) error {
-	body := c.BodyRaw()
 	hdr := http.Header{}
 	hdr.Set("X-Slack-Signature", c.Get("X-Slack-Signature"))
 	hdr.Set("X-Slack-Request-Timestamp", c.Get("X-Slack-Request-Timestamp"))
+	// The headers and the timestamp first (SPEC §3 guarantee 14): a
+	// request without a current signature costs no read of its body.
 	err := errors.New("no signing secret is configured (Socket Mode only)")
+	var sv slack.SecretsVerifier
 	if h.cfg.SigningSecret != "" {
-		var sv slack.SecretsVerifier
-		if sv, err = slack.NewSecretsVerifier(hdr, h.cfg.SigningSecret); err == nil {
-			_, _ = sv.Write(body)
-			err = sv.Ensure()
+		sv, err = slack.NewSecretsVerifier(hdr, h.cfg.SigningSecret)
+	}
+	var body []byte
+	if err == nil {
+		if body, err = httpbody.Read(c, h.cfg.MaxBody); err != nil {
+			var tl *httpbody.TooLargeError
+			if errors.As(err, &tl) {
+				return problem(c, http.StatusRequestEntityTooLarge, "payload_too_large", tl.Error())
+			}
+			return problem(c, http.StatusBadRequest, "invalid_input", "the body could not be read")
 		}
+		_, _ = sv.Write(body)
+		err = sv.Ensure()
 	}
 	if err != nil {
 		h.log.Warn("slack: interaction refused: bad signature", "ip", c.IP(), "reason", err.Error())

@@ -13,6 +13,7 @@ import (
 	actemail "github.com/countersign/countersign/action/email"
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/internal/faketeams"
+	"github.com/countersign/countersign/internal/httpbody"
 	"github.com/countersign/countersign/internal/redistest"
 	"github.com/countersign/countersign/internal/smtptest"
 	"github.com/countersign/countersign/mailer"
@@ -128,7 +129,8 @@ func newEnv(t testing.TB, o opts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.app = fiber.New(fiber.Config{DisableStartupMessage: true})
+	e.app = fiber.New(fiber.Config{DisableStartupMessage: true, StreamRequestBody: true})    // as countersign serve does
+	e.app.Use(func(c *fiber.Ctx) error { defer httpbody.Finish(c, 1<<20); return c.Next() }) // as web's gate does
 	e.app.Post("/teams/messages", e.handler.Handle)
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -29,6 +29,7 @@ import (
 
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/internal/chatdecide"
+	"github.com/countersign/countersign/internal/httpbody"
 	"github.com/countersign/countersign/internal/teamscard"
 	"github.com/gofiber/fiber/v2"
 )
@@ -137,16 +138,22 @@ type activity struct {
 
 // Handle serves one activity.
 func (h *Handler) Handle(c *fiber.Ctx) error {
-	body := c.BodyRaw()
-	if len(body) > h.cfg.MaxBody {
-		return problem(c, http.StatusRequestEntityTooLarge, "payload_too_large", "the activity is too large")
-	}
+	// The token (a header) first, the body after (SPEC §3 guarantee 14):
+	// a request without a valid token costs no read of its body.
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.DecideTimeout)
 	defer cancel()
 	id, err := h.cfg.Verifier.Verify(ctx, c.Get(fiber.HeaderAuthorization))
 	if err != nil {
 		h.log.Warn("teams: activity refused: bad token", "ip", c.IP(), "reason", err.Error())
 		return problem(c, http.StatusUnauthorized, "unauthenticated", "the request does not carry a valid Bot Framework token")
+	}
+	body, err := httpbody.Read(c, h.cfg.MaxBody)
+	if err != nil {
+		var tl *httpbody.TooLargeError
+		if errors.As(err, &tl) {
+			return problem(c, http.StatusRequestEntityTooLarge, "payload_too_large", "the activity is too large")
+		}
+		return problem(c, http.StatusBadRequest, "invalid_input", "the body could not be read")
 	}
 	if err := approval.CheckJSONDepth(body, "activity"); err != nil {
 		return problem(c, http.StatusBadRequest, "invalid_input", err.(*approval.Error).Message)

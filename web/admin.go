@@ -18,7 +18,7 @@ const operatorLocal = "operator"
 // adminRoutes must be registered before the agents' /v1 group, whose
 // middleware would otherwise authenticate /v1/admin requests as agents.
 func (s *Server) adminRoutes() {
-	adm := s.app.Group("/v1/admin", s.limitBody, s.authenticateOperator)
+	adm := s.app.Group("/v1/admin", s.authenticateOperator, readBody(s.cfg.BodyLimit))
 	adm.Get("/operations", s.adminList)
 	adm.Get("/operations/:key", s.adminGet)
 	adm.Post("/operations/:key/cancel", s.adminCancel)

@@ -41,6 +41,9 @@ type pageEnv struct {
 
 const pagePublicURL = "http://countersign.test"
 
+// pageAgentKey is the API key of the page environment's agent.
+const pageAgentKey = "cs_page_agent_key_for_tests"
+
 type pageOpts struct {
 	linkFailures   int
 	trustedProxies []string
@@ -78,7 +81,8 @@ func newPageEnv(t *testing.T, o pageOpts) *pageEnv {
 	for _, id := range o.approvers {
 		approvers = append(approvers, &approval.Approver{ID: id, Name: strings.ToUpper(id[:1]) + id[1:]})
 	}
-	agent := &approval.Principal{ID: "agent", Scopes: []string{"http.request"}, KeyHash: "x"}
+	agent := &approval.Principal{ID: "agent", Scopes: []string{"http.request"},
+		KeyHash: strings.TrimPrefix(approval.SHA256Hex([]byte(pageAgentKey)), "sha256:")}
 	inbox := &pageInbox{}
 	svc, err := approval.NewService(approval.Config{Store: st, Actions: []approval.Action{a}, Links: approval.RandomKeyring(),
 		Notifiers: map[string]approval.Notifier{"console": inbox}, PublicURL: pagePublicURL, Logger: log,

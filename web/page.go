@@ -211,7 +211,7 @@ func (s *Server) editLink(c *fiber.Ctx) error {
 	}
 	changes := map[string]string{}
 	for _, f := range s.svc.EditableFields(v.Op) {
-		if val := c.Request().PostArgs().Peek("f_" + f.Name); val != nil {
+		if val := formArgs(c).Peek("f_" + f.Name); val != nil {
 			changes[f.Name] = strings.ReplaceAll(string(val), "\r\n", "\n")
 		}
 	}
@@ -270,7 +270,7 @@ func (s *Server) revokeLink(c *fiber.Ctx) error {
 // (fiber's FormValue falls back to the query string): what decides comes
 // from the page's own form.
 func postValue(c *fiber.Ctx, name string) string {
-	return string(c.Request().PostArgs().Peek(name))
+	return string(formArgs(c).Peek(name))
 }
 
 // renderLink renders the page for a link in whatever state it is.

@@ -19,7 +19,6 @@ import (
 	"github.com/countersign/countersign/internal/redact"
 	"github.com/countersign/countersign/templates"
 	"github.com/gofiber/fiber/v2"
-	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
@@ -42,6 +41,10 @@ type Mount struct {
 	Path    string
 	Handler fiber.Handler
 	HTTP    http.Handler
+	// BodyLimit is the most of a body an HTTP handler can read (default
+	// the server's BodyLimit); a fiber Handler reads its body itself,
+	// through httpbody.Read, after checking its headers.
+	BodyLimit int
 }
 
 // Config builds the HTTP edge.
@@ -154,9 +157,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	fc := fiber.Config{
-		// fasthttp cuts a connection whose body passes its limit, and the
-		// client may see a reset instead of the answer. So fasthttp gets a
-		// larger ceiling, and bodies between the two get a proper 413.
+		// Bodies are streamed: fasthttp reads at most 8 KiB of one before
+		// the handlers, which authenticate and then read at most their own
+		// limit (body.go); no multipart form is parsed ahead of them.
+		StreamRequestBody: true, DisablePreParseMultipartForm: true,
 		BodyLimit: 4 * cfg.BodyLimit, ErrorHandler: s.errorHandler, DisableStartupMessage: true,
 		ReadTimeout: 40 * time.Second, WriteTimeout: 40 * time.Second, IdleTimeout: 2 * time.Minute,
 		AppName: "countersign", JSONEncoder: jsonx.Marshal,
@@ -171,10 +175,10 @@ func (s *Server) App() *fiber.App { return s.app }
 
 func (s *Server) routes() {
 	app := s.app
-	app.Use(s.observe, s.recoverPanic, s.deadline)
+	app.Use(s.observe, s.gate, s.recoverPanic, s.deadline)
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/readyz", s.ready)
-	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
+	app.Get("/metrics", bridge(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}), 0))
 	app.Get("/static/countersign.css", s.stylesheet)
 	app.Get("/static/countersign.js", s.script)
 	app.Get("/.well-known/jwks.json", s.jwks)
@@ -182,7 +186,7 @@ func (s *Server) routes() {
 
 	app.Get("/openapi.json", s.openAPI)
 	s.adminRoutes() // before the agents' /v1 group (see adminRoutes)
-	api := app.Group("/v1", s.limitBody, s.authenticate)
+	api := app.Group("/v1", s.authenticate, readBody(s.cfg.BodyLimit))
 	api.Post("/operations", s.prepare)
 	api.Get("/operations", s.list)
 	api.Get("/operations/:key", s.get)
@@ -198,7 +202,7 @@ func (s *Server) routes() {
 	links := app.Group("/a", s.pageHeaders)
 	links.Get("/:token", s.openLink)
 	links.Post("/:token", s.decideLink)
-	links.Post("/:token/edit", s.editLink)
+	links.Post("/:token/edit", formLimit(s.editFormLimit()), s.editLink)
 	links.Post("/:token/revoke", s.revokeLink)
 	s.signedInRoutes()
 
@@ -209,7 +213,11 @@ func (s *Server) routes() {
 	for _, m := range s.cfg.Mounts {
 		h := m.Handler
 		if m.HTTP != nil {
-			h = bridge(m.HTTP)
+			limit := m.BodyLimit
+			if limit == 0 {
+				limit = s.cfg.BodyLimit
+			}
+			h = bridge(m.HTTP, limit)
 		}
 		if m.Method == "" {
 			app.All(m.Path, h)
@@ -222,14 +230,6 @@ func (s *Server) routes() {
 			"API: /v1/operations (OpenAPI: /openapi.json)  MCP: /mcp  health: /healthz  metrics: /metrics\n" +
 			"Agents authenticate with Authorization: Bearer <api key>; an operator issues keys with countersign keygen.\n")
 	})
-}
-
-// limitBody answers payload_too_large for bodies over the limit.
-func (s *Server) limitBody(c *fiber.Ctx) error {
-	if len(c.Body()) > s.cfg.BodyLimit {
-		return approval.Errorf(approval.CodePayloadTooLarge, "request body is larger than %d bytes", s.cfg.BodyLimit)
-	}
-	return c.Next()
 }
 
 func (s *Server) ready(c *fiber.Ctx) error {

@@ -63,7 +63,7 @@ func (s *Server) stepUpFor(c *fiber.Ctx, d *pageData, v *approval.LinkView) erro
 
 // withAssertion carries the form's passkey assertion to the decision.
 func withAssertion(c *fiber.Ctx) (context.Context, error) {
-	raw := c.Request().PostArgs().Peek("assertion")
+	raw := formArgs(c).Peek("assertion")
 	if len(raw) > approval.MaxAssertionBytes {
 		return nil, approval.Errorf(approval.CodePayloadTooLarge, "the passkey assertion is larger than %d bytes", approval.MaxAssertionBytes)
 	}
@@ -162,7 +162,7 @@ func (s *Server) finishEnrol(c *fiber.Ctx) error {
 		return s.problemPage(c, http.StatusForbidden, "Please try again",
 			"This form could not be verified (the page was stale or cookies are blocked). Open the link again.")
 	}
-	v, err := s.svc.FinishEnrolment(c.UserContext(), token, c.Request().PostArgs().Peek("credential"))
+	v, err := s.svc.FinishEnrolment(c.UserContext(), token, formArgs(c).Peek("credential"))
 	var se *approval.StepUpError
 	if errors.As(err, &se) {
 		return s.showEnrol(c, v, "Your browser's answer was refused: "+se.Reason+". Nothing was stored; try again.")

@@ -18,17 +18,20 @@ import (
 // (Main.Close closes the service first).
 func (m *Main) mcpEffects(e *effects, file *config.File, dev bool) error {
 	e.extra = append(e.extra, func(svc *approval.Service, m *Main) []web.Mount {
+		// Attachments travel in prepare_email: /mcp takes what REST takes.
+		maxBody := max(1<<20, int64(file.Settings.MaxRequestBytes)+64<<10)
 		h := mcpserver.NewHTTPHandler(svc, &mcpserver.HTTPOptions{
-			Options:     mcpserver.Options{Version: buildVersion(), Logger: m.log, Tracer: m.tracing.Provider},
-			OnPrincipal: web.NotePrincipal,
-			ResourceURL: m.PublicURL + "/mcp",
-			// Attachments travel in prepare_email: /mcp takes what REST takes.
-			MaxBodyBytes: max(1<<20, int64(file.Settings.MaxRequestBytes)+64<<10),
+			Options:      mcpserver.Options{Version: buildVersion(), Logger: m.log, Tracer: m.tracing.Provider},
+			OnPrincipal:  web.NotePrincipal,
+			ResourceURL:  m.PublicURL + "/mcp",
+			MaxBodyBytes: maxBody,
 		})
 		// RFC 9728 metadata: path-aware, and at the root for clients that
 		// look there; both say "a bearer API key, no OAuth".
 		meta := mcpserver.ResourceMetadata(m.PublicURL+"/mcp", m.PublicURL+"/")
-		return []web.Mount{{Path: "/mcp", HTTP: h},
+		// The handler checks the key before it reads the body (at most
+		// maxBody; the bridge stops there too).
+		return []web.Mount{{Path: "/mcp", HTTP: h, BodyLimit: int(maxBody)},
 			{Path: "/.well-known/oauth-protected-resource/mcp", HTTP: meta},
 			{Path: "/.well-known/oauth-protected-resource", HTTP: meta}}
 	})

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/countersign/countersign/internal/jsonx"
 )
 
 // Route attributes are strings. Some values an action sees cannot be read
@@ -43,6 +45,64 @@ func DescribeAttrValue(v string) string {
 		return "an unreadable value"
 	}
 	return strconv.Quote(v)
+}
+
+// Attribute names (guarantee 13). Inside, every value an action reports
+// is addressed by one JSON Pointer (RFC 6901) into its normalized input;
+// people write the dotted name of that pointer, its tokens joined by "."
+// ("body.customer.tier" for /body/customer/tier). Input in which two
+// values would have the same dotted name (a member "customer.tier" beside
+// a member "tier" of "customer") is refused before any action reads it
+// (CheckJSONMembers), so in what is accepted a dotted name stands for
+// exactly one value, and a member whose name holds dots or slashes is
+// addressed by its dotted name as it is ("body.app.example/name" reads the
+// member "app.example/name"). A name may also be written as the pointer
+// itself, starting with "/" ("/body/app.example~1name"); AttrName turns it
+// into the dotted name.
+
+// AttrName is the canonical spelling of an attribute name written in the
+// policy file or an allowance: a dotted name as it is, a JSON Pointer as
+// its dotted name. Returns an error for a malformed pointer.
+func AttrName(s string) (string, error) {
+	if !strings.HasPrefix(s, "/") {
+		return s, nil
+	}
+	tokens, err := jsonx.ParsePointer(s)
+	if err != nil {
+		return "", fmt.Errorf("attribute %q: %w", s, err)
+	}
+	return jsonx.DottedName(tokens), nil
+}
+
+// AttrSet builds an action's attributes by JSON Pointer: each value is set
+// once under its pointer's dotted name, and a second value under the same
+// name makes that name opaque (a condition on it cannot be decided, so the
+// route that guards against it is taken), whatever the order. Input is
+// refused before it gets here when that would happen; AttrSet is the
+// second line.
+type AttrSet struct {
+	Attrs map[string]string
+	from  map[string]string // dotted name -> pointer that set it
+}
+
+// NewAttrSet starts a set holding attrs (names without a pointer of their
+// own, such as "target").
+func NewAttrSet(attrs map[string]string) *AttrSet {
+	return &AttrSet{Attrs: attrs, from: map[string]string{}}
+}
+
+// Set reports v for the value at tokens.
+func (s *AttrSet) Set(tokens []string, v string) {
+	name, ptr := jsonx.DottedName(tokens), jsonx.Pointer(tokens)
+	first, seen := s.from[name]
+	_, had := s.Attrs[name]
+	if (seen && first != ptr) || (!seen && had) {
+		s.from[name] = "\x00conflict" // stays opaque whatever comes next
+		s.Attrs[name] = AttrOpaque("value that has two names")
+		return
+	}
+	s.from[name] = ptr
+	s.Attrs[name] = v
 }
 
 // Verdict is how a condition answers an operation.

@@ -44,30 +44,33 @@ func (r *Request) Attrs() map[string]string {
 		attrs["body"] = approval.AttrOpaque("unreadable body")
 		return attrs
 	}
-	valueAttrs(attrs, "body", body)
+	valueAttrs(approval.NewAttrSet(attrs), []string{"body"}, body)
 	return attrs
 }
 
-// valueAttrs reports v under name, and an object's fields under name.field.
-func valueAttrs(attrs map[string]string, name string, v any) {
+// valueAttrs reports v at the pointer tokens, and an object's fields below
+// it. Every value is set by its own pointer: a member "a.b" beside a
+// member "b" of "a" makes "body.a.b" opaque, not whichever came last
+// (approval.AttrSet; such input is refused before it gets here).
+func valueAttrs(set *approval.AttrSet, tokens []string, v any) {
 	switch x := v.(type) {
 	case map[string]any:
-		attrs[name] = approval.AttrObject
+		set.Set(tokens, approval.AttrObject)
 		for k, sub := range x {
-			valueAttrs(attrs, name+"."+k, sub)
+			valueAttrs(set, append(tokens[:len(tokens):len(tokens)], k), sub)
 		}
 	case []any:
-		attrs[name] = approval.AttrOpaque("list")
+		set.Set(tokens, approval.AttrOpaque("list"))
 	case string:
-		attrs[name] = textAttr(x)
+		set.Set(tokens, textAttr(x))
 	case json.Number:
-		attrs[name] = x.String()
+		set.Set(tokens, x.String())
 	case bool:
-		attrs[name] = map[bool]string{true: "true", false: "false"}[x]
+		set.Set(tokens, map[bool]string{true: "true", false: "false"}[x])
 	case nil:
-		attrs[name] = "null"
+		set.Set(tokens, "null")
 	default:
-		attrs[name] = approval.AttrOpaque("value")
+		set.Set(tokens, approval.AttrOpaque("value"))
 	}
 }
 

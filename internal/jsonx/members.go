@@ -136,6 +136,9 @@ func walk(b []byte, visit func(name []byte, ptr func() string) error) error {
 	for {
 		t, err := dec.Token()
 		if err == io.EOF {
+			if len(stack) > 0 {
+				return io.ErrUnexpectedEOF
+			}
 			return nil
 		}
 		if err != nil {

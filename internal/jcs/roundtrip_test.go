@@ -35,7 +35,7 @@ func TestRoundTrip(t *testing.T) {
 		{"0.1000000000000000000001", "", jcs.ErrNumberPrecision},
 		{"1.00000000000000001", "", jcs.ErrNumberPrecision},
 		{"1e-400", "", jcs.ErrNumberPrecision}, // a double holds it only as 0
-		{"3e-324", "", jcs.ErrNumberPrecision},  // rounds to 5e-324
+		{"3e-324", "", jcs.ErrNumberPrecision}, // rounds to 5e-324
 		{"1e400", "", jcs.ErrNumberRange},
 		{"-1e400", "", jcs.ErrNumberRange},
 		{"1e99999999999999999999", "", jcs.ErrNumberRange},

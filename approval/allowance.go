@@ -369,7 +369,10 @@ func (a *Allowance) matches(op *Operation, now time.Time) (float64, bool) {
 	}
 	amount := 0.0
 	if s := in.Budget.Sum; s != nil {
-		v := op.Attrs[s.Attr]
+		v, ok := op.Attrs[SumAttr(s.Attr)] // a bulk's total over its writes
+		if !ok {
+			v = op.Attrs[s.Attr]
+		}
 		n, err := strconv.ParseFloat(v, 64)
 		if !jsonNumber.MatchString(v) || err != nil || n < 0 || math.IsNaN(n) || math.IsInf(n, 0) {
 			return 0, false

@@ -74,6 +74,15 @@ func AttrName(s string) (string, error) {
 	return jsonx.DottedName(tokens), nil
 }
 
+// SumAttr is the attribute under which an action that makes several
+// writes in one operation (a bulk) reports the total of the numeric
+// attribute name over them: "sum(body.amount)". An allowance's sum budget
+// spends it where it is reported, so that one operation writing 90,000
+// five times spends 450,000, not 90,000. It is the total as JSON writes a
+// number, or opaque when some of the writes hold the attribute as
+// something else than a number (the budget then approves nothing).
+func SumAttr(name string) string { return "sum(" + name + ")" }
+
 // AttrSet builds an action's attributes by JSON Pointer: each value is set
 // once under its pointer's dotted name, and a second value under the same
 // name makes that name opaque (a condition on it cannot be decided, so the

@@ -129,20 +129,8 @@ func TestTwoSpellings_KeyWithDotsAndSlashesAloneRoutes(t *testing.T) {
 // canonical form rounds or flushes to zero.
 func TestTwoSpellings_AllowanceBudgetAttackIsRefused(t *testing.T) {
 	e := pathsEnv(t)
-	g, _, err := e.svc.RequestAllowance(bg, e.agent, json.RawMessage(`{"action":"http.request","match":{"target":["calendar"]},`+
-		`"budget":{"sum":{"attr":"/body/payment/amount","max":100}},"ttl":"1h","reason":"small payments"}`), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.svc.Reconcile(bg, g.Ref()); err != nil {
-		t.Fatal(err)
-	}
-	if _, res := e.approve(t, e.inbox.link(t, g.Key)); res.Outcome != approval.DecideApproved {
-		t.Fatalf("grant: %v", res.Outcome)
-	}
-	if g = e.run(t, g.Key); g.Status != approval.StatusSucceeded {
-		t.Fatalf("grant: %s", g.Status)
-	}
+	g := e.grant(t, `{"action":"http.request","match":{"target":["calendar"]},`+
+		`"budget":{"sum":{"attr":"/body/payment/amount","max":100}},"ttl":"1h","reason":"small payments"}`)
 	post := func(body string) string {
 		return `{"target":"calendar","method":"POST","path":"/events","body":` + body + `}`
 	}
@@ -176,5 +164,64 @@ func TestTwoSpellings_AllowanceBudgetAttackIsRefused(t *testing.T) {
 	op = e.prepare(t, httpreq.Name, post(`{"payment":{"amount":60}}`))
 	if sent, err := e.svc.Send(bg, e.agent, op.Key); err != nil || sent.Status != approval.StatusPending {
 		t.Fatalf("over the budget: %v %v", sent, err)
+	}
+}
+
+// grant has the agent ask for an allowance and grace approve it.
+func (e *svcEnv) grant(t *testing.T, input string) *approval.Operation {
+	t.Helper()
+	g, _, err := e.svc.RequestAllowance(bg, e.agent, json.RawMessage(input), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.Reconcile(bg, g.Ref()); err != nil {
+		t.Fatal(err)
+	}
+	if _, res := e.approve(t, e.inbox.link(t, g.Key)); res.Outcome != approval.DecideApproved {
+		t.Fatalf("grant: %v", res.Outcome)
+	}
+	if g = e.run(t, g.Key); g.Status != approval.StatusSucceeded {
+		t.Fatalf("grant: %s", g.Status)
+	}
+	return g
+}
+
+// A bulk writes every item: its sum budget spends the total over the
+// items, not the one value they agree on.
+func TestTwoSpellings_BulkSpendsItsTotal(t *testing.T) {
+	e := pathsEnv(t)
+	g := e.grant(t, `{"action":"http.request","match":{"target":["calendar"]},`+
+		`"budget":{"sum":{"attr":"body.amount","max":100}},"ttl":"1h","reason":"small payments"}`)
+	bulk := func(amounts ...string) string {
+		var items []string
+		for _, a := range amounts {
+			items = append(items, `{"method":"POST","path":"/events","body":{"amount":`+a+`}}`)
+		}
+		return `{"target":"calendar","items":[` + strings.Join(items, ",") + `]}`
+	}
+	op := e.prepare(t, httpreq.Name, bulk("40", "40", "40"))
+	if got := op.Attrs[approval.SumAttr("body.amount")]; got != "120" {
+		t.Fatalf("sum(body.amount) = %q", got)
+	}
+	if sent, err := e.svc.Send(bg, e.agent, op.Key); err != nil || sent.Status != approval.StatusPending {
+		t.Fatalf("3 × 40 against a budget of 100: %v %v", sent.Status, err)
+	}
+	op = e.prepare(t, httpreq.Name, bulk("40", "30"))
+	if _, err := e.svc.Send(bg, e.agent, op.Key); err != nil {
+		t.Fatal(err)
+	}
+	if op = e.run(t, op.Key); op.Status != approval.StatusSucceeded || op.Allowance != g.Key {
+		t.Fatalf("40 + 30: %s via %q", op.Status, op.Allowance)
+	}
+	list, err := e.store.Allowances(bg, e.agent.ID)
+	if err != nil || len(list) != 1 || list[0].SumLeft == nil || *list[0].SumLeft != 30 {
+		t.Fatalf("allowances %+v %v, want 30 left", list, err)
+	}
+	op = e.prepare(t, httpreq.Name, bulk("10", `"ten"`))
+	if got := op.Attrs[approval.SumAttr("body.amount")]; !strings.HasPrefix(got, "\x00") {
+		t.Fatalf("a total over a non-number: %q", got)
+	}
+	if sent, err := e.svc.Send(bg, e.agent, op.Key); err != nil || sent.Status != approval.StatusPending {
+		t.Fatalf("a bulk with an amount that is not a number: %v %v", sent.Status, err)
 	}
 }

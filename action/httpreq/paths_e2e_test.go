@@ -203,6 +203,9 @@ func TestTwoSpellings_BulkSpendsItsTotal(t *testing.T) {
 	if got := op.Attrs[approval.SumAttr("body.amount")]; got != "120" {
 		t.Fatalf("sum(body.amount) = %q", got)
 	}
+	if c := (approval.Condition{Attr: "sum(body.amount)", Op: approval.OpGt, Number: 100}); !c.Holds(op.Attrs) {
+		t.Fatalf("a route on sum(body.amount) > 100 does not hold for %q", op.Attrs)
+	}
 	if sent, err := e.svc.Send(bg, e.agent, op.Key); err != nil || sent.Status != approval.StatusPending {
 		t.Fatalf("3 × 40 against a budget of 100: %v %v", sent.Status, err)
 	}

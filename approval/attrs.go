@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"path"
@@ -112,6 +113,52 @@ func (s *AttrSet) Set(tokens []string, v string) {
 	}
 	s.from[name] = ptr
 	s.Attrs[name] = v
+}
+
+// AddJSON reports a decoded JSON value (encoding/json with UseNumber) at
+// tokens, and an object's members below it, each by its own pointer: an
+// object is AttrObject, a list is opaque (nothing inside it is read), a
+// string is TextAttr, a number its JSON text, true/false/null as written.
+// Actions whose input holds free-form JSON report it so (http.request's
+// body under "body"; an MCP tool call's arguments under "args").
+func (s *AttrSet) AddJSON(tokens []string, v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		s.Set(tokens, AttrObject)
+		for k, sub := range x {
+			s.AddJSON(append(tokens[:len(tokens):len(tokens)], k), sub)
+		}
+	case []any:
+		s.Set(tokens, AttrOpaque("list"))
+	case string:
+		s.Set(tokens, TextAttr(x))
+	case json.Number:
+		s.Set(tokens, x.String())
+	case bool:
+		s.Set(tokens, strconv.FormatBool(x))
+	case nil:
+		s.Set(tokens, "null")
+	default:
+		s.Set(tokens, AttrOpaque("value"))
+	}
+}
+
+// MaxAttrText bounds a text attribute; a longer one is opaque (routes
+// match on small facts, not on whole documents).
+const MaxAttrText = 256
+
+// TextAttr is s as an attribute: s itself, or opaque when it is longer
+// than MaxAttrText or holds control characters.
+func TextAttr(s string) string {
+	if len(s) > MaxAttrText {
+		return AttrOpaque("long string")
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return AttrOpaque("string with control characters")
+		}
+	}
+	return s
 }
 
 // Verdict is how a condition answers an operation.

@@ -1,18 +1,15 @@
 package httpreq
 
 import (
-	"encoding/json"
-
 	"github.com/countersign/countersign/approval"
 )
 
-// maxAttrValue bounds a string attribute; a longer one is reported as
-// opaque (routes match on small facts, not on whole documents).
-const maxAttrValue = 256
-
 // Attrs are the facts routes can match on (approval.Match): "target",
 // "method", "path", "query.<name>", and "body" with one attribute for
-// every value of a JSON body, nested fields dotted ("body.customer.tier").
+// every value of a JSON body, nested fields dotted ("body.customer.tier"):
+// the dotted name of the value's JSON Pointer into the body, which is one
+// value only, since input where two values share one is refused
+// (approval.CheckJSONMembers).
 // Numbers keep their canonical JSON text ("1000", "12.5"), booleans read
 // "true"/"false", null reads "null".
 //
@@ -49,43 +46,13 @@ func (r *Request) Attrs() map[string]string {
 }
 
 // valueAttrs reports v at the pointer tokens, and an object's fields below
-// it. Every value is set by its own pointer: a member "a.b" beside a
-// member "b" of "a" makes "body.a.b" opaque, not whichever came last
-// (approval.AttrSet; such input is refused before it gets here).
-func valueAttrs(set *approval.AttrSet, tokens []string, v any) {
-	switch x := v.(type) {
-	case map[string]any:
-		set.Set(tokens, approval.AttrObject)
-		for k, sub := range x {
-			valueAttrs(set, append(tokens[:len(tokens):len(tokens)], k), sub)
-		}
-	case []any:
-		set.Set(tokens, approval.AttrOpaque("list"))
-	case string:
-		set.Set(tokens, textAttr(x))
-	case json.Number:
-		set.Set(tokens, x.String())
-	case bool:
-		set.Set(tokens, map[bool]string{true: "true", false: "false"}[x])
-	case nil:
-		set.Set(tokens, "null")
-	default:
-		set.Set(tokens, approval.AttrOpaque("value"))
-	}
-}
+// it (approval.AttrSet.AddJSON: every value by its own pointer, so a
+// member "a.b" beside a member "b" of "a" makes "body.a.b" opaque, not
+// whichever came last; such input is refused before it gets here).
+func valueAttrs(set *approval.AttrSet, tokens []string, v any) { set.AddJSON(tokens, v) }
 
 // textAttr is s, or opaque when routes should not read it as text.
-func textAttr(s string) string {
-	if len(s) > maxAttrValue {
-		return approval.AttrOpaque("long string")
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] == 0x7f {
-			return approval.AttrOpaque("string with control characters")
-		}
-	}
-	return s
-}
+func textAttr(s string) string { return approval.TextAttr(s) }
 
 // fieldPathBytes adds up the length of the dotted path of every value in v
 // (as Attrs, the diff and the state binding spell them), stopping once past

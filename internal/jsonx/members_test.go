@@ -150,3 +150,25 @@ func itoa(i int) string {
 	b, _ := json.Marshal(i)
 	return string(b)
 }
+
+// BenchmarkCheckMembers: the cost the check adds to every prepare, on a
+// body of about 64 KiB (objects, lists, strings, numbers).
+func BenchmarkCheckMembers(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"items":[`)
+	for i := 0; sb.Len() < 64<<10; i++ {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"id":` + itoa(i) + `,"title":"Weekly sync","amount":1250.5,"time":{"start":"2026-06-01T10:00:00Z","zone":"UTC"},"tags":["a","b"]}`)
+	}
+	sb.WriteString(`]}`)
+	doc := []byte(sb.String())
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := CheckMembers(doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

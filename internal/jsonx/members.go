@@ -1,14 +1,9 @@
 package jsonx
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"hash/maphash"
-	"io"
 	"strconv"
-
-	"github.com/countersign/countersign/internal/jcs"
 )
 
 // NameConflict is two values of one document with the same dotted name
@@ -51,7 +46,7 @@ func (e *NumberError) Unwrap() error { return e.Err }
 // cost a second pass, never a wrong answer.
 func CheckMembers(b []byte) error {
 	seed := maphash.MakeSeed()
-	seen := map[uint64]struct{}{}
+	seen := make(map[uint64]struct{}, len(b)/32)
 	var hit string
 	var found bool
 	err := walk(b, func(name []byte, ptr func() string) error {
@@ -103,87 +98,3 @@ func checkMembersExact(b []byte) error {
 }
 
 var errStop = errors.New("stop")
-
-// walk calls visit with the dotted name of every value below the root of
-// b, and a function giving its JSON Pointer; it checks every number.
-func walk(b []byte, visit func(name []byte, ptr func() string) error) error {
-	type frame struct {
-		obj      bool
-		index    int
-		nameLen  int  // length of the container's own dotted name
-		tokenLen int  // number of tokens of its pointer
-		key      bool // an object expects a key next
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var (
-		stack  []frame
-		name   []byte   // dotted name of the current value
-		tokens []string // its pointer's tokens
-	)
-	ptr := func() string { return Pointer(tokens) }
-	// enter names the next value of the container on top.
-	enter := func(tok string) error {
-		top := &stack[len(stack)-1]
-		name, tokens = name[:top.nameLen], tokens[:top.tokenLen]
-		if len(stack) > 1 || top.nameLen > 0 {
-			name = append(name, '.')
-		}
-		name = append(name, tok...)
-		tokens = append(tokens, tok)
-		return visit(name, ptr)
-	}
-	for {
-		t, err := dec.Token()
-		if err == io.EOF {
-			if len(stack) > 0 {
-				return io.ErrUnexpectedEOF
-			}
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if len(stack) > 0 {
-			top := &stack[len(stack)-1]
-			switch {
-			case top.obj && top.key:
-				if d, ok := t.(json.Delim); ok && d == '}' {
-					break
-				}
-				k, _ := t.(string)
-				top.key = false
-				if err := enter(k); err != nil {
-					return err
-				}
-				continue
-			case top.obj:
-				top.key = true // this token is the member's value
-			default:
-				if d, ok := t.(json.Delim); !ok || d != ']' {
-					if err := enter(strconv.Itoa(top.index)); err != nil {
-						return err
-					}
-					top.index++
-				}
-			}
-		}
-		switch x := t.(type) {
-		case json.Delim:
-			switch x {
-			case '{', '[':
-				stack = append(stack, frame{obj: x == '{', key: x == '{', nameLen: len(name), tokenLen: len(tokens)})
-			default:
-				stack = stack[:len(stack)-1]
-			}
-		case json.Number:
-			if _, err := jcs.RoundTrip(string(x)); err != nil {
-				n := string(x)
-				if len(n) > 40 {
-					n = n[:40] + "…"
-				}
-				return &NumberError{Pointer: ptr(), Number: n, Err: err}
-			}
-		}
-	}
-}

@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,53 +41,95 @@ func TestProperty_PolicyReadsWhatTheTargetReceives(t *testing.T) {
 	e.agent.Quotas = approval.Quotas{MaxDrafts: 1 << 20, MaxPending: 1 << 20, MaxStoredBytes: 1 << 40,
 		RequestsPerMinute: 1 << 20, SendsPerMinute: 1 << 20}
 	accepted, refused := 0, 0
+	bulks := 0
 	for i := range propertyCases {
 		g := &gen{rng: rng}
-		body := g.value(0, true)
-		input := `{"target":"calendar","method":"POST","path":"/events","body":` + body + `}`
+		// One request, or (one case in four) a bulk of two or three.
+		bodies := []string{g.value(0, true)}
+		if g.rng.IntN(4) == 0 {
+			for range 1 + g.rng.IntN(2) {
+				bodies = append(bodies, g.value(0, true))
+			}
+		}
+		input := `{"target":"calendar","method":"POST","path":"/events","body":` + bodies[0] + `}`
+		if len(bodies) > 1 {
+			var items []string
+			for _, b := range bodies {
+				items = append(items, `{"method":"POST","path":"/events","body":`+b+`}`)
+			}
+			input = `{"target":"calendar","items":[` + strings.Join(items, ",") + `]}`
+		}
 		op, _, err := e.svc.Prepare(bg, e.agent, approval.PrepareCall{Action: httpreq.Name, Input: json.RawMessage(input)})
-		why := oracle(t, body)
+		why := ""
+		for _, b := range bodies {
+			if why == "" {
+				why = oracle(t, b)
+			}
+		}
 		var ae *approval.Error
 		switch {
 		case err != nil && errors.As(err, &ae) && ae.Code == approval.CodeInvalidInput && why != "":
 			refused++
 			continue
 		case err != nil:
-			t.Fatalf("seed %d case %d: body %s refused (%v), the oracle finds nothing wrong (%q)", seed, i, body, err, why)
+			t.Fatalf("seed %d case %d: %s refused (%v), the oracle finds nothing wrong", seed, i, input, err)
 		case why != "":
-			t.Fatalf("seed %d case %d: body %s accepted, the oracle says %s", seed, i, body, why)
+			t.Fatalf("seed %d case %d: %s accepted, the oracle says %s", seed, i, input, why)
 		}
 		accepted++
 		before := len(e.target.requests())
 		if _, err := e.action.Execute(bg, op); err != nil {
-			t.Fatalf("seed %d case %d: execute %s: %v", seed, i, body, err)
+			t.Fatalf("seed %d case %d: execute %s: %v", seed, i, input, err)
 		}
 		reqs := e.target.requests()
-		if len(reqs) != before+1 {
-			t.Fatalf("seed %d case %d: %d requests reached the target", seed, i, len(reqs)-before)
+		if len(reqs) != before+len(bodies) {
+			t.Fatalf("seed %d case %d: %d requests reached the target, want %d", seed, i, len(reqs)-before, len(bodies))
 		}
-		sent := reqs[len(reqs)-1].Body
-		got := map[string]string{}
-		if sent != "" || body != "null" { // a null body is no body
-			got = extract(t, []byte(sent))
+		var got []map[string]string // what each write carried, re-extracted
+		for j, r := range reqs[before:] {
+			m := map[string]string{}
+			if r.Body != "" || bodies[j] != "null" { // a null body is no body
+				m = extract(t, []byte(r.Body))
+			}
+			got = append(got, m)
+		}
+		fail := func(format string, args ...any) {
+			t.Helper()
+			t.Fatalf("seed %d case %d: %s: %s", seed, i, input, fmt.Sprintf(format, args...))
 		}
 		for name, v := range op.Attrs {
+			if strings.HasPrefix(name, "sum(") {
+				checkTotal(fail, name, v, got)
+				continue
+			}
 			if name != "body" && !strings.HasPrefix(name, "body.") {
 				continue
 			}
-			if w, ok := got[name]; !ok || !sameAttr(v, w) {
-				t.Fatalf("seed %d case %d: body %s sent %s: the policy read %s = %q, the target got %q (present %v)",
-					seed, i, body, sent, name, v, w, ok)
+			if v == approval.AttrOpaque("value that differs between the items of a bulk") {
+				if agreed(got, name) {
+					fail("the items agree on %s = %q, the policy read it as differing", name, got[0][name])
+				}
+				continue
+			}
+			for j := range got {
+				if w, ok := got[j][name]; !ok || !sameAttr(v, w) {
+					fail("the policy read %s = %q, write %d carried %q (present %v)", name, v, j, w, ok)
+				}
 			}
 		}
-		for name, w := range got {
-			if v, ok := op.Attrs[name]; !ok && !insideList(op.Attrs, name) {
-				t.Fatalf("seed %d case %d: body %s: the target got %s = %q, the policy read nothing (%q)", seed, i, body, name, w, v)
+		for j := range got {
+			for name, w := range got[j] {
+				if _, ok := op.Attrs[name]; !ok && !insideList(op.Attrs, name) {
+					fail("write %d carried %s = %q, the policy read nothing", j, name, w)
+				}
 			}
+		}
+		if len(bodies) > 1 {
+			bulks++
 		}
 	}
-	t.Logf("seed %d: %d cases, %d accepted and compared with what the target received, %d refused as the oracle says",
-		seed, propertyCases, accepted, refused)
+	t.Logf("seed %d: %d cases, %d accepted (%d of them bulks) and compared with what the target received, %d refused as the oracle says",
+		seed, propertyCases, accepted, bulks, refused)
 	if accepted < propertyCases/4 || refused < propertyCases/20 {
 		t.Fatalf("the generator is lopsided: %d accepted, %d refused", accepted, refused)
 	}
@@ -274,4 +317,43 @@ func insideList(attrs map[string]string, name string) bool {
 		}
 	}
 	return false
+}
+
+// agreed reports whether every write carried name with one value.
+func agreed(got []map[string]string, name string) bool {
+	v, ok := got[0][name]
+	for _, m := range got[1:] {
+		if w, has := m[name]; !ok || !has || w != v {
+			return false
+		}
+	}
+	return ok
+}
+
+var jsonNumberRE = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+
+// checkTotal: sum(NAME), what an allowance's sum budget spends, is the
+// total of NAME over what the writes carried (added as the doubles they
+// are, in order), or opaque when some write carried no number there.
+func checkTotal(fail func(string, ...any), attr, v string, got []map[string]string) {
+	name := strings.TrimSuffix(strings.TrimPrefix(attr, "sum("), ")")
+	total, numbers := 0.0, true
+	for _, m := range got {
+		w := strings.TrimPrefix(m[name], "#")
+		f, err := strconv.ParseFloat(w, 64)
+		if !jsonNumberRE.MatchString(w) || err != nil {
+			numbers = false
+			continue
+		}
+		total += f
+	}
+	if !numbers {
+		if !strings.HasPrefix(v, "\x00") {
+			fail("%s = %q, but some write carried no number there", attr, v)
+		}
+		return
+	}
+	if f, err := strconv.ParseFloat(v, 64); err != nil || f != total {
+		fail("%s = %q, the writes carried %v in all", attr, v, total)
+	}
 }

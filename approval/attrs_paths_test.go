@@ -3,6 +3,7 @@ package approval_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/countersign/countersign/approval"
@@ -102,5 +103,18 @@ func TestAllowanceAttributeNames(t *testing.T) {
 	}
 	if st := h.send(t, h.prepareNote(t, 1, "5").Key).Status; st == approval.StatusPending {
 		t.Fatal("5 of 10, matched by pointer, went to a human")
+	}
+}
+
+// The refusal quotes agent-chosen names back bounded.
+func TestTwoNamesRefusalIsBounded(t *testing.T) {
+	long := strings.Repeat("k", 50000)
+	err := approval.CheckJSONMembers([]byte(`{"`+long+`":{"x":1},"`+long+`.x":2}`), "input")
+	var e *approval.Error
+	if !errors.As(err, &e) || e.Details["rule"] != "ambiguous_name" {
+		t.Fatalf("%v", err)
+	}
+	if b, _ := json.Marshal(e); len(b) > 4000 {
+		t.Fatalf("the refusal of a %d-byte input is %d bytes", 2*len(long), len(b))
 	}
 }

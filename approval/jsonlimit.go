@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/countersign/countersign/internal/jcs"
 	"github.com/countersign/countersign/internal/jsonx"
@@ -64,7 +65,8 @@ func CheckJSONMembers(raw []byte, field string) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &conflict):
-		name := joinField(field, conflict.Name)
+		name := joinField(field, cut(conflict.Name))
+		conflict.First, conflict.Second = cut(conflict.First), cut(conflict.Second)
 		e := FieldErrors{{Field: cmp.Or(name, "input"), Reason: fmt.Sprintf(
 			"two values have this name: %s and %s (JSON Pointers); a route, an allowance or an edit would read one "+
 				"and the target might read the other, so rename or remove one", conflict.First, conflict.Second)}}.Err().(*Error)
@@ -72,7 +74,7 @@ func CheckJSONMembers(raw []byte, field string) error {
 		e.Details["pointers"] = []string{conflict.First, conflict.Second}
 		return e
 	case errors.As(err, &num):
-		name := joinField(field, dotted(num.Pointer))
+		name := joinField(field, cut(dotted(num.Pointer)))
 		reason := "the number " + num.Number + " is more precise than a double (RFC 8785) holds: it would be hashed, " +
 			"shown and routed as another value; send it as a string"
 		if errors.Is(num.Err, jcs.ErrNumberRange) {
@@ -83,6 +85,18 @@ func CheckJSONMembers(raw []byte, field string) error {
 		return e
 	}
 	return FieldErrors{{Field: cmp.Or(field, "input"), Reason: "must be JSON"}}.Err()
+}
+
+// cut bounds agent-chosen names quoted back in an error.
+func cut(s string) string {
+	if len(s) <= 200 {
+		return s
+	}
+	i := 200
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
 }
 
 // dotted is the dotted name of a JSON Pointer that jsonx wrote.

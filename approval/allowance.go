@@ -118,13 +118,19 @@ func (g grantAction) Prepare(_ context.Context, req PrepareRequest) (*Prepared, 
 	if len(raw.Match) > 20 {
 		fe.Add("match", "at most 20 attributes")
 	}
-	for attr, v := range raw.Match {
-		b, err := parseLimit(v)
+	for _, written := range slices.Sorted(mapsKeys(raw.Match)) {
+		b, err := parseLimit(raw.Match[written])
+		attr, nerr := AttrName(written) // a JSON Pointer is matched as its dotted name
+		_, twice := in.Match[attr]
 		switch {
-		case attr == "" || len(attr) > 100 || hasControl(attr):
+		case written == "" || len(written) > 100 || hasControl(written):
 			fe.Add("match", "attribute names are 1-100 characters, without control characters")
+		case nerr != nil:
+			fe.Add("match."+written, "%v", nerr)
+		case twice:
+			fe.Add("match."+written, "names the attribute %s a second time", attr)
 		case err != nil:
-			fe.Add("match."+attr, "%v", err)
+			fe.Add("match."+written, "%v", err)
 		default:
 			in.Match[attr] = b
 		}
@@ -134,6 +140,12 @@ func (g grantAction) Prepare(_ context.Context, req PrepareRequest) (*Prepared, 
 	}
 	if s := in.Budget.Sum; s != nil && (s.Attr == "" || len(s.Attr) > 100 || hasControl(s.Attr) || !(s.Max > 0) || math.IsInf(s.Max, 0)) {
 		fe.Add("budget.sum", "needs an attr (1-100 characters, without control characters) and a positive max")
+	} else if s != nil {
+		name, err := AttrName(s.Attr)
+		if err != nil {
+			fe.Add("budget.sum.attr", "%v", err)
+		}
+		in.Budget.Sum = &SumBudget{Attr: name, Max: s.Max}
 	}
 	if in.Budget.Count == 0 && in.Budget.Sum == nil {
 		fe.Add("budget", "set count and/or sum: an allowance without a budget is not bounded")
@@ -357,8 +369,12 @@ func (a *Allowance) matches(op *Operation, now time.Time) (float64, bool) {
 	}
 	amount := 0.0
 	if s := in.Budget.Sum; s != nil {
-		n, err := strconv.ParseFloat(op.Attrs[s.Attr], 64)
-		if err != nil || n < 0 || math.IsNaN(n) || math.IsInf(n, 0) {
+		v, ok := op.Attrs[SumAttr(s.Attr)] // a bulk's total over its writes
+		if !ok {
+			v = op.Attrs[s.Attr]
+		}
+		n, err := strconv.ParseFloat(v, 64)
+		if !jsonNumber.MatchString(v) || err != nil || n < 0 || math.IsNaN(n) || math.IsInf(n, 0) {
 			return 0, false
 		}
 		if a.SumLeft != nil && n > *a.SumLeft {
@@ -395,7 +411,7 @@ func (b Limit) holds(v string, list bool) bool {
 	}
 	if b.Min != nil || b.Max != nil {
 		n, err := strconv.ParseFloat(v, 64)
-		if err != nil || math.IsNaN(n) || (b.Min != nil && n < *b.Min) || (b.Max != nil && n > *b.Max) {
+		if !jsonNumber.MatchString(v) || err != nil || math.IsNaN(n) || (b.Min != nil && n < *b.Min) || (b.Max != nil && n > *b.Max) {
 			return false
 		}
 	}

@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"path"
@@ -8,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/countersign/countersign/internal/jsonx"
 )
 
 // Route attributes are strings. Some values an action sees cannot be read
@@ -43,6 +46,119 @@ func DescribeAttrValue(v string) string {
 		return "an unreadable value"
 	}
 	return strconv.Quote(v)
+}
+
+// Attribute names (guarantee 13). Inside, every value an action reports
+// is addressed by one JSON Pointer (RFC 6901) into its normalized input;
+// people write the dotted name of that pointer, its tokens joined by "."
+// ("body.customer.tier" for /body/customer/tier). Input in which two
+// values would have the same dotted name (a member "customer.tier" beside
+// a member "tier" of "customer") is refused before any action reads it
+// (CheckJSONMembers), so in what is accepted a dotted name stands for
+// exactly one value, and a member whose name holds dots or slashes is
+// addressed by its dotted name as it is ("body.app.example/name" reads the
+// member "app.example/name"). A name may also be written as the pointer
+// itself, starting with "/" ("/body/app.example~1name"); AttrName turns it
+// into the dotted name.
+
+// AttrName is the canonical spelling of an attribute name written in the
+// policy file or an allowance: a dotted name as it is, a JSON Pointer as
+// its dotted name. Returns an error for a malformed pointer.
+func AttrName(s string) (string, error) {
+	if !strings.HasPrefix(s, "/") {
+		return s, nil
+	}
+	tokens, err := jsonx.ParsePointer(s)
+	if err != nil {
+		return "", fmt.Errorf("attribute %q: %w", s, err)
+	}
+	return jsonx.DottedName(tokens), nil
+}
+
+// SumAttr is the attribute under which an action that makes several
+// writes in one operation (a bulk) reports the total of the numeric
+// attribute name over them: "sum(body.amount)". An allowance's sum budget
+// spends it where it is reported, so that one operation writing 90,000
+// five times spends 450,000, not 90,000. It is the total as JSON writes a
+// number, or opaque when some of the writes hold the attribute as
+// something else than a number (the budget then approves nothing).
+func SumAttr(name string) string { return "sum(" + name + ")" }
+
+// AttrSet builds an action's attributes by JSON Pointer: each value is set
+// once under its pointer's dotted name, and a second value under the same
+// name makes that name opaque (a condition on it cannot be decided, so the
+// route that guards against it is taken), whatever the order. Input is
+// refused before it gets here when that would happen; AttrSet is the
+// second line.
+type AttrSet struct {
+	Attrs map[string]string
+	from  map[string]string // dotted name -> pointer that set it
+}
+
+// NewAttrSet starts a set holding attrs (names without a pointer of their
+// own, such as "target").
+func NewAttrSet(attrs map[string]string) *AttrSet {
+	return &AttrSet{Attrs: attrs, from: map[string]string{}}
+}
+
+// Set reports v for the value at tokens.
+func (s *AttrSet) Set(tokens []string, v string) {
+	name, ptr := jsonx.DottedName(tokens), jsonx.Pointer(tokens)
+	first, seen := s.from[name]
+	_, had := s.Attrs[name]
+	if (seen && first != ptr) || (!seen && had) {
+		s.from[name] = "\x00conflict" // stays opaque whatever comes next
+		s.Attrs[name] = AttrOpaque("value that has two names")
+		return
+	}
+	s.from[name] = ptr
+	s.Attrs[name] = v
+}
+
+// AddJSON reports a decoded JSON value (encoding/json with UseNumber) at
+// tokens, and an object's members below it, each by its own pointer: an
+// object is AttrObject, a list is opaque (nothing inside it is read), a
+// string is TextAttr, a number its JSON text, true/false/null as written.
+// Actions whose input holds free-form JSON report it so (http.request's
+// body under "body"; an MCP tool call's arguments under "args").
+func (s *AttrSet) AddJSON(tokens []string, v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		s.Set(tokens, AttrObject)
+		for k, sub := range x {
+			s.AddJSON(append(tokens[:len(tokens):len(tokens)], k), sub)
+		}
+	case []any:
+		s.Set(tokens, AttrOpaque("list"))
+	case string:
+		s.Set(tokens, TextAttr(x))
+	case json.Number:
+		s.Set(tokens, x.String())
+	case bool:
+		s.Set(tokens, strconv.FormatBool(x))
+	case nil:
+		s.Set(tokens, "null")
+	default:
+		s.Set(tokens, AttrOpaque("value"))
+	}
+}
+
+// MaxAttrText bounds a text attribute; a longer one is opaque (routes
+// match on small facts, not on whole documents).
+const MaxAttrText = 256
+
+// TextAttr is s as an attribute: s itself, or opaque when it is longer
+// than MaxAttrText or holds control characters.
+func TextAttr(s string) string {
+	if len(s) > MaxAttrText {
+		return AttrOpaque("long string")
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return AttrOpaque("string with control characters")
+		}
+	}
+	return s
 }
 
 // Verdict is how a condition answers an operation.

@@ -256,9 +256,22 @@ func (s *Service) draft(ctx context.Context, p *Principal, req PrepareCall, undo
 	if len(req.Input) == 0 || string(req.Input) == "null" {
 		return nil, Event{}, FieldErrors{{Field: "input", Reason: "required"}}.Err()
 	}
+	// Guarantee 13, once for every action: no value of the input has two
+	// names, and no number changes when canonicalized. Deep input is left
+	// to the action, which refuses it in its own words (and is refused
+	// here if it does not).
+	depthErr := CheckJSONDepth(req.Input, "")
+	if depthErr == nil {
+		if err := CheckJSONMembers(req.Input, ""); err != nil {
+			return nil, Event{}, err
+		}
+	}
 	prep, err := action.Prepare(ctx, PrepareRequest{Principal: p, Input: req.Input})
 	if err != nil {
 		return nil, Event{}, err
+	}
+	if depthErr != nil {
+		return nil, Event{}, depthErr
 	}
 	if err := checkEscapeGrowth(prep.Preview, len(req.Input)); err != nil {
 		return nil, Event{}, err

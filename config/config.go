@@ -228,9 +228,13 @@ type CondSpec struct {
 // Condition turns the written form into the domain's condition. Returns an
 // error unless exactly one operator is given and it is well formed.
 func (c CondSpec) Condition() (approval.Condition, error) {
+	attr, err := approval.AttrName(c.Attr) // a JSON Pointer is read as its dotted name
+	if err != nil {
+		return approval.Condition{}, err
+	}
 	var out []approval.Condition
 	add := func(op approval.CondOp, values []string, n float64) {
-		out = append(out, approval.Condition{Attr: c.Attr, Op: op, Values: values, Number: n})
+		out = append(out, approval.Condition{Attr: attr, Op: op, Values: values, Number: n})
 	}
 	if c.Eq != nil {
 		add(approval.OpEq, []string{*c.Eq}, 0)
@@ -671,6 +675,18 @@ func (f *File) validate() error {
 				bad("%s: match.when[%d]: %v", name, j, err)
 			}
 		}
+		seenAttr := map[string]string{}
+		for _, k := range slices.Sorted(maps.Keys(r.Match.Attrs)) {
+			n, err := approval.AttrName(k)
+			switch {
+			case err != nil:
+				bad("%s: match.attrs: %v", name, err)
+			case seenAttr[n] != "":
+				bad("%s: match.attrs: %q and %q name the same attribute", name, seenAttr[n], k)
+			default:
+				seenAttr[n] = k
+			}
+		}
 		for _, id := range r.Approvers.IDs {
 			if !approvers[id] {
 				bad("%s: approver %q is not defined", name, id)
@@ -872,7 +888,11 @@ func (f *File) Policy() *approval.Policy {
 	for _, r := range f.Routes {
 		m := approval.Match{Action: r.Match.Action, Principal: r.Match.Principal, Target: r.Match.Target}
 		if len(r.Match.Attrs) > 0 {
-			m.Attrs = maps.Clone(r.Match.Attrs)
+			m.Attrs = map[string]string{}
+			for k, v := range r.Match.Attrs {
+				name, _ := approval.AttrName(k) // validated by Parse
+				m.Attrs[name] = v
+			}
 		}
 		for _, c := range r.Match.When {
 			if cond, err := c.Condition(); err == nil { // validated by Parse

@@ -1,18 +1,15 @@
 package httpreq
 
 import (
-	"encoding/json"
-
 	"github.com/countersign/countersign/approval"
 )
 
-// maxAttrValue bounds a string attribute; a longer one is reported as
-// opaque (routes match on small facts, not on whole documents).
-const maxAttrValue = 256
-
 // Attrs are the facts routes can match on (approval.Match): "target",
 // "method", "path", "query.<name>", and "body" with one attribute for
-// every value of a JSON body, nested fields dotted ("body.customer.tier").
+// every value of a JSON body, nested fields dotted ("body.customer.tier"):
+// the dotted name of the value's JSON Pointer into the body, which is one
+// value only, since input where two values share one is refused
+// (approval.CheckJSONMembers).
 // Numbers keep their canonical JSON text ("1000", "12.5"), booleans read
 // "true"/"false", null reads "null".
 //
@@ -44,45 +41,18 @@ func (r *Request) Attrs() map[string]string {
 		attrs["body"] = approval.AttrOpaque("unreadable body")
 		return attrs
 	}
-	valueAttrs(attrs, "body", body)
+	valueAttrs(approval.NewAttrSet(attrs), []string{"body"}, body)
 	return attrs
 }
 
-// valueAttrs reports v under name, and an object's fields under name.field.
-func valueAttrs(attrs map[string]string, name string, v any) {
-	switch x := v.(type) {
-	case map[string]any:
-		attrs[name] = approval.AttrObject
-		for k, sub := range x {
-			valueAttrs(attrs, name+"."+k, sub)
-		}
-	case []any:
-		attrs[name] = approval.AttrOpaque("list")
-	case string:
-		attrs[name] = textAttr(x)
-	case json.Number:
-		attrs[name] = x.String()
-	case bool:
-		attrs[name] = map[bool]string{true: "true", false: "false"}[x]
-	case nil:
-		attrs[name] = "null"
-	default:
-		attrs[name] = approval.AttrOpaque("value")
-	}
-}
+// valueAttrs reports v at the pointer tokens, and an object's fields below
+// it (approval.AttrSet.AddJSON: every value by its own pointer, so a
+// member "a.b" beside a member "b" of "a" makes "body.a.b" opaque, not
+// whichever came last; such input is refused before it gets here).
+func valueAttrs(set *approval.AttrSet, tokens []string, v any) { set.AddJSON(tokens, v) }
 
 // textAttr is s, or opaque when routes should not read it as text.
-func textAttr(s string) string {
-	if len(s) > maxAttrValue {
-		return approval.AttrOpaque("long string")
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] == 0x7f {
-			return approval.AttrOpaque("string with control characters")
-		}
-	}
-	return s
-}
+func textAttr(s string) string { return approval.TextAttr(s) }
 
 // fieldPathBytes adds up the length of the dotted path of every value in v
 // (as Attrs, the diff and the state binding spell them), stopping once past

@@ -3,8 +3,10 @@ package httpreq
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -183,6 +185,41 @@ func bulkAttrs(r *Request) map[string]string {
 		} else {
 			attrs[k] = approval.AttrOpaque("value that differs between the items of a bulk")
 		}
+		if sum, ok := itemsTotal(per, k); ok {
+			attrs[approval.SumAttr(k)] = sum
+		}
 	}
 	return attrs
 }
+
+// itemsTotal is the total of attribute k over the items, for an
+// allowance's sum budget (approval.SumAttr): every item writes its value.
+// It is opaque when some item holds k as other than a number or not at
+// all while another holds a number; ok is false when no item holds a
+// number.
+func itemsTotal(per []map[string]string, k string) (string, bool) {
+	total, numbers, others := 0.0, 0, 0
+	for _, a := range per {
+		v, ok := a[k]
+		f, err := strconv.ParseFloat(v, 64)
+		if ok && err == nil && isJSONNumber(v) {
+			total += f
+			numbers++
+		} else {
+			others++
+		}
+	}
+	switch {
+	case numbers == 0:
+		return "", false
+	case others > 0 || math.IsInf(total, 0):
+		return approval.AttrOpaque("total over items that do not all hold a number"), true
+	}
+	return strconv.FormatFloat(total, 'f', -1, 64), true
+}
+
+// isJSONNumber: the attribute is a number as JSON writes it (bodies are
+// canonical, so numbers read so; "0x10" or "Inf" in a string do not).
+func isJSONNumber(v string) bool { return jsonNumberText.MatchString(v) }
+
+var jsonNumberText = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)

@@ -99,6 +99,20 @@ func (a *Action) EditInput(op *approval.Operation, changes map[string]string) (j
 	for _, f := range a.Editable(op) {
 		editable[f.Name] = true
 	}
+	// A field's name is its dotted path, which cannot say which dots
+	// separate members ("body.a.b" is the member "a.b" or "b" in "a"):
+	// the path is looked up from the body's own members, never split
+	// from the name (guarantee 13).
+	paths := map[string]fieldPath{}
+	for prefix, it := range editTargets(r) {
+		if doc, err := decodeJSON(it.Body); err == nil {
+			if obj, ok := doc.(map[string]any); ok {
+				for _, l := range leaves(obj, nil) {
+					paths[prefix+"body."+l.path.String()] = l.path
+				}
+			}
+		}
+	}
 	docs := map[*Request]any{}
 	for name, v := range changes {
 		if !editable[name] {
@@ -114,14 +128,15 @@ func (a *Action) EditInput(op *approval.Operation, changes map[string]string) (j
 		if !ok {
 			doc, _ = decodeJSON(it.Body) // editable, so it decodes
 		}
-		val, err := editedValue(doc, field, v)
+		path := paths[name]
+		val, err := editedValue(doc, field, path, v)
 		if err != nil {
 			return nil, approval.FieldErrors{{Field: name, Reason: err.Error()}}.Err()
 		}
 		if field == "body" {
 			doc = val
 		} else {
-			set(doc.(map[string]any), parseField(strings.TrimPrefix(field, "body.")), val)
+			set(doc.(map[string]any), path, val)
 		}
 		docs[it] = doc
 	}
@@ -133,9 +148,9 @@ func (a *Action) EditInput(op *approval.Operation, changes map[string]string) (j
 
 // editedValue is the new value of field: the text itself where the value
 // was a string, else the edit read as JSON.
-func editedValue(doc any, field, v string) (any, error) {
+func editedValue(doc any, field string, path fieldPath, v string) (any, error) {
 	if field != "body" {
-		if old, _ := lookup(doc, parseField(strings.TrimPrefix(field, "body."))); old != nil {
+		if old, _ := lookup(doc, path); old != nil {
 			if _, ok := old.(string); ok {
 				return v, nil
 			}

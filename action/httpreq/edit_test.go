@@ -69,3 +69,32 @@ func TestEditableBodyFields(t *testing.T) {
 		t.Fatalf("%d fields offered", n)
 	}
 }
+
+// A member whose name holds dots is edited where it is: the field
+// "body.app.example/name" is that member, not app → example/name (which
+// would add a second value with the same name beside it).
+func TestEditKeyWithDots(t *testing.T) {
+	a := &Action{}
+	for _, bulk := range []bool{false, true} {
+		input := `{"target":"billing","method":"POST","path":"/invoices","body":{"app.example/name":"old","app":{"x":1}}}`
+		name := "body.app.example/name"
+		if bulk {
+			input = `{"target":"billing","items":[{"method":"POST","path":"/invoices","body":{"app.example/name":"old","app":{"x":1}}}]}`
+			name = "items.1." + name
+		}
+		op := editOp(t, input)
+		raw, err := a.EditInput(op, map[string]string{name: "new"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got Request
+		_ = json.Unmarshal(raw, &got)
+		body := got.Body
+		if bulk {
+			body = got.Items[0].Body
+		}
+		if string(body) != `{"app":{"x":1},"app.example/name":"new"}` {
+			t.Fatalf("bulk %v: edited body %s", bulk, body)
+		}
+	}
+}

@@ -279,6 +279,12 @@ func (r *Request) restoreSegs() error {
 // target and returns the attributes its routes would see, so check-config
 // can explain a sample operation.
 func SampleAttrs(input json.RawMessage) (map[string]string, error) {
+	if err := approval.CheckJSONDepth(input, ""); err != nil {
+		return nil, err
+	}
+	if err := approval.CheckJSONMembers(input, ""); err != nil { // as the service refuses it
+		return nil, err
+	}
 	r, err := parseRequest(input)
 	if err != nil {
 		return nil, err

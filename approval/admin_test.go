@@ -132,7 +132,7 @@ func TestPausedExecutorsLateWriteIsRecorded(t *testing.T) {
 	var release sync.Once
 	h.effect.wire = wire
 	h.run(t, 1)
-	t.Cleanup(func() { release.Do(func() { close(wire) }) })
+	t.Cleanup(func() { h.paused.paused.Store(false); release.Do(func() { close(wire) }) })
 	oncall := &approval.Operator{ID: "oncall"}
 	op := h.prepare(t, 1)
 	h.send(t, op.Key)
@@ -189,7 +189,7 @@ func TestPausedExecutorIsFencedAfterItsLease(t *testing.T) {
 	var unblock sync.Once
 	h.effect.block = block
 	h.run(t, 1)
-	t.Cleanup(func() { unblock.Do(func() { close(block) }) })
+	t.Cleanup(func() { h.paused.paused.Store(false); unblock.Do(func() { close(block) }) })
 	op := h.prepare(t, 1)
 	h.send(t, op.Key)
 	if _, res, err := h.svc.DecideByLink(bg, h.inbox.link(t, "grace"), true, ""); err != nil || res.Outcome != approval.DecideApproved {

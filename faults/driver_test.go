@@ -67,6 +67,7 @@ type opRec struct {
 	approved bool   // some approval page confirmed an approval
 	noMail   bool   // an approver's mail never came
 	started  bool   // the driver began preparing it
+	target   string // the target to write to ("" for the fate's)
 }
 
 func (o *opRec) sawStatus(s string) {
@@ -161,6 +162,9 @@ func (rn *run) prepare(ctx context.Context, r *rand.Rand, o *opRec, dup bool) {
 	tg := "items"
 	if o.fate == expireFirst {
 		tg = "late" // its route's approval window is one minute
+	}
+	if o.target != "" {
+		tg = o.target
 	}
 	body := fmt.Sprintf(`{"action":"http.request","input":{"target":%q,"method":"PATCH","path":%q,"body":{"qty":%d}},"idempotency_key":%q}`, tg, o.path, o.i+1, o.idem)
 	attempt := func(rr *rand.Rand) string {

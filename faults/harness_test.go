@@ -42,10 +42,18 @@ func sha(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToSt
 // approvers by the address their approval mail goes to.
 var approverOf = map[string]string{"grace@example.com": "grace", "ada@example.com": "ada"}
 
-func policy(targetURL string) string {
+func policy(targetURL string, o clusterOpts) string {
+	settings := ""
+	if o.lease != "" {
+		settings = "\n  execution_lease: " + o.lease
+	}
+	retry := ""
+	if o.retry != "" {
+		retry = "\n    retry: " + o.retry
+	}
 	return fmt.Sprintf(`
 settings:
-  notify_from: countersign@example.com
+  notify_from: countersign@example.com%[4]s
 principals:
   - id: agent
     api_key_sha256: %[1]q
@@ -61,7 +69,7 @@ targets:
     base_url: %[3]s/api
     allow_private: true
     allow: [{method: PATCH, path: "/items/*"}]
-    state: {fields: [qty]}
+    state: {fields: [qty]}%[5]s
   - name: late
     base_url: %[3]s/api
     allow_private: true
@@ -80,13 +88,15 @@ routes:
     required: 2
     notify: [email]
     approval_ttl: 1m
-`, sha(agentKey), sha(operatorKey), targetURL)
+`, sha(agentKey), sha(operatorKey), targetURL, settings, retry)
 }
 
 type clusterOpts struct {
 	proxy     bool     // put a fault proxy between the replicas and Redis
 	redisArgs []string // extra redis-server arguments
 	replicas  int      // default 3
+	lease     string   // settings.execution_lease ("" for the default)
+	retry     string   // the items target's retry ("" for none)
 }
 
 type cluster struct {
@@ -130,7 +140,7 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 	c.target = startTarget(t)
 	dir := t.TempDir()
 	c.cfgPath = filepath.Join(dir, "countersign.yaml")
-	if err := os.WriteFile(c.cfgPath, []byte(policy(c.target.srv.URL)), 0o600); err != nil {
+	if err := os.WriteFile(c.cfgPath, []byte(policy(c.target.srv.URL, o)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	n := o.replicas
@@ -239,6 +249,7 @@ func (r *replica) stop() {
 		return
 	}
 	_ = cmd.Process.Signal(os.Interrupt)
+	_ = cmd.Process.Signal(syscall.SIGCONT) // a paused replica must hear it
 	done := make(chan struct{})
 	go func() {
 		for cmd.ProcessState == nil {
@@ -253,6 +264,21 @@ func (r *replica) stop() {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		_ = cmd.Process.Kill()
+	}
+}
+
+// pause stops the replica's process (SIGSTOP), as a VM freeze or a long
+// GC stop would: its sockets stay open, it answers nothing, renews nothing.
+func (r *replica) pause() {
+	if pid := r.pid(); pid != 0 {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
+}
+
+// resume lets a paused replica run again (SIGCONT).
+func (r *replica) resume() {
+	if pid := r.pid(); pid != 0 {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
 	}
 }
 

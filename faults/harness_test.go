@@ -119,6 +119,7 @@ type replica struct {
 	env     []string
 	mu      sync.Mutex
 	cmd     *exec.Cmd
+	paused  bool // SIGSTOPped: not live for the driver
 }
 
 func startCluster(t *testing.T, o clusterOpts) *cluster {
@@ -273,6 +274,9 @@ func (r *replica) pause() {
 	if pid := r.pid(); pid != 0 {
 		_ = syscall.Kill(pid, syscall.SIGSTOP)
 	}
+	r.mu.Lock()
+	r.paused = true
+	r.mu.Unlock()
 }
 
 // resume lets a paused replica run again (SIGCONT).
@@ -280,6 +284,9 @@ func (r *replica) resume() {
 	if pid := r.pid(); pid != 0 {
 		_ = syscall.Kill(pid, syscall.SIGCONT)
 	}
+	r.mu.Lock()
+	r.paused = false
+	r.mu.Unlock()
 }
 
 func (r *replica) pid() int {
@@ -297,7 +304,10 @@ func (r *replica) alive() bool { return r.pid() != 0 }
 func (c *cluster) live() []*replica {
 	var out []*replica
 	for _, r := range c.replicas {
-		if r.alive() {
+		r.mu.Lock()
+		paused := r.paused
+		r.mu.Unlock()
+		if r.alive() && !paused {
 			out = append(out, r)
 		}
 	}

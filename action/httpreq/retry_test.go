@@ -186,3 +186,55 @@ func jsonRoundTrip(t *testing.T, d map[string]any) map[string]any {
 	}
 	return out
 }
+
+// Bulk items behave as single writes: a refused item is retried with its
+// own Idempotency-Key where the target opted in, applied once, and an item
+// whose claim is lost is not sent; the items before it stay written.
+func TestBulkItemsRetryAndFenceLikeSingleWrites(t *testing.T) {
+	e := newSvcEnvWith(t, true, func(tg *httpreq.Target) { tg.Retry = &httpreq.Retry{On: []int{429}, Max: 1} })
+	putEvents(e.target, 3)
+	op := e.prepare(t, httpreq.Name, reschedule(3))
+	e.approve(t, e.send(t, op.Key))
+	var refused atomic.Bool
+	e.target.mu.Lock()
+	e.target.override = func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodPatch && r.URL.Path == eventAt(2) && !refused.Swap(true) {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return true
+		}
+		return false
+	}
+	e.target.mu.Unlock()
+	cur := e.run(t, op.Key)
+	if cur.Status != approval.StatusSucceeded {
+		t.Fatalf("status %s %+v", cur.Status, cur.Error)
+	}
+	keys := writesByKey(e.target)
+	for n, want := range map[int]int{1: 1, 2: 2, 3: 1} { // item 2: refused once, then applied
+		if got := keys[fmt.Sprintf("%s:%d", op.Key, n)]; got != want {
+			t.Errorf("requests with Idempotency-Key %s:%d = %d, want %d", op.Key, n, got, want)
+		}
+	}
+
+	// The claim is lost after the first item: nothing more is sent.
+	f := newFakeTarget(t, true)
+	putEvents(f, 3)
+	a := newAction(t, calendarTarget(f))
+	bop := opOf(t, prepare(t, a, reschedule(3)))
+	var checks atomic.Int32
+	ctx := approval.WithClaimCheck(bg, func(context.Context) error {
+		if checks.Add(1) > 1 {
+			return &approval.ClaimLostError{Status: approval.StatusFailed}
+		}
+		return nil
+	})
+	_, err := a.Execute(ctx, bop)
+	ee := execErr(t, err)
+	if ee.OutcomeUnknown || ee.Details["phase"] != "fence" || ee.Details["written"] != 1 || ee.Details["item"] != 2 {
+		t.Fatalf("%s %+v", ee.Message, ee.Details)
+	}
+	if n := len(f.writes()); n != 1 {
+		t.Fatalf("%d writes reached the target; want only item 1", n)
+	}
+}

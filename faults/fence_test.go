@@ -204,8 +204,15 @@ func TestPausedExecutor(t *testing.T) {
 	if evs := strings.Join(rn.events(ctx, via, o.key), ","); !strings.Contains(evs, "reconciled,late_outcome") {
 		t.Errorf("paused before its write: audit events %s", evs)
 	}
-	notes = append(notes, fmt.Sprintf("paused before the write (SIGSTOP %s, lease %s): settling as failed refused with 409 until %s after the pause, then accepted; on SIGCONT the executor wrote %d times and recorded late_outcome (fenced)",
-		pause1.Round(100*time.Millisecond), testLease, acceptedAfter.Round(100*time.Millisecond), c.target.writesTo(o.path)))
+	lateOf := "no late outcome"
+	if v != nil && v.late() != nil {
+		lateOf = "late_outcome " + v.late().Late.Status
+		if e := v.late().Late.Error; e != nil && e.Details["phase"] != nil {
+			lateOf += fmt.Sprintf(" (phase %v)", e.Details["phase"])
+		}
+	}
+	notes = append(notes, fmt.Sprintf("paused before the write (SIGSTOP %s, lease %s): settling as failed refused with 409 until %s after the pause, then accepted; on SIGCONT the executor wrote %d times and recorded %s",
+		pause1.Round(100*time.Millisecond), testLease, acceptedAfter.Round(100*time.Millisecond), c.target.writesTo(o.path), lateOf))
 
 	// 2. Paused with its write on the wire.
 	o2 := rn.sendOne(ctx, r)

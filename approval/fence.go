@@ -155,6 +155,18 @@ func (f *fencer) lose(err error) error {
 	return f.lost
 }
 
+// settled returns the terminal status a re-check found the operation
+// settled in, "" when none did.
+func (f *fencer) settled() Status {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var cl *ClaimLostError
+	if errors.As(f.lost, &cl) && cl.Status != StatusExecuting {
+		return cl.Status
+	}
+	return ""
+}
+
 // keep renews the lease every third of it while the action runs; stop ends
 // the renewal and waits for it.
 func (f *fencer) keep(ctx context.Context) (stop func()) {

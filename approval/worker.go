@@ -417,6 +417,10 @@ func (s *Service) execute(ctx context.Context, op *Operation) error {
 	// beside theirs as the late outcome, with its own audit event.
 	ft.Late = &LateOutcome{Status: ft.To, At: s.now().UTC(), Result: ft.Result, Error: ft.Error}
 	late := s.event(op, "late_outcome", "system", "")
+	// The operation's status is the operator's, which stays: known here
+	// when the re-check saw it, else left out (never the stale "approved").
+	late.Status = fence.settled()
+	late.From = late.Status
 	late.Details = map[string]any{"status": string(ft.To)}
 	for k, v := range done.Details {
 		late.Details[k] = v

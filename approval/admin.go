@@ -197,12 +197,15 @@ type ReconcileCall struct {
 }
 
 // AdminReconcile settles an operation left executing (Settle), recorded in
-// the audit as done by "operator:<id>" with the note. Returns
-// invalid_input (outcome, note), not_found, invalid_state.
+// the audit as done by "operator:<id>" with the note. outcome is
+// succeeded, failed or OutcomeUnknown; succeeded and failed are refused
+// with invalid_state (details.lease_remaining_seconds) while the
+// executor's lease is live. Returns invalid_input (outcome, note),
+// not_found, invalid_state.
 func (s *Service) AdminReconcile(ctx context.Context, o *Operator, key string, outcome Status, note string) (*Operation, error) {
 	var fe FieldErrors
-	if outcome != StatusSucceeded && outcome != StatusFailed {
-		fe.Add("outcome", "must be succeeded or failed (what the target shows happened)")
+	if outcome != StatusSucceeded && outcome != StatusFailed && outcome != OutcomeUnknown {
+		fe.Add("outcome", "must be succeeded or failed (what the target shows happened, once the executor's lease has run out), or unknown")
 	}
 	note = strings.TrimSpace(note)
 	switch {
@@ -235,10 +238,19 @@ type AdminView struct {
 	Route      string    `json:"route"`
 	UpdatedAt  time.Time `json:"updated_at"`
 	Stuck      bool      `json:"stuck"`
+	// LeaseUntil is when the executor's claim runs out unless it renews
+	// it; LeaseLive whether it had not yet, as of now (then the operation
+	// may be settled only as unknown).
+	LeaseUntil *time.Time `json:"lease_until,omitempty"`
+	LeaseLive  bool       `json:"lease_live,omitempty"`
 }
 
 // OperatorView renders op for an operator as of now.
 func OperatorView(op *Operation, now time.Time) AdminView {
-	return AdminView{View: AgentView(op, now), Principal: op.Principal, OnBehalfOf: op.OnBehalfOf,
+	v := AdminView{View: AgentView(op, now), Principal: op.Principal, OnBehalfOf: op.OnBehalfOf,
 		Route: op.Route.Name, UpdatedAt: op.UpdatedAt, Stuck: Stuck(op, now, DefaultStuckAfter)}
+	if op.Status == StatusExecuting && op.LeaseUntil != nil {
+		v.LeaseUntil, v.LeaseLive = op.LeaseUntil, op.LeaseUntil.After(now)
+	}
+	return v
 }

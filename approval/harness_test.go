@@ -43,6 +43,9 @@ type effect struct {
 	mu    sync.Mutex
 	seen  []json.RawMessage
 	block chan struct{} // when set, Execute waits on it
+	// wire, when set, is waited on after the claim's re-check passed: the
+	// write is on its way (a pause there cannot be fenced).
+	wire chan struct{}
 	// receipts minted in Execute; prepareSigned counts prepares that found
 	// a countersigner (there must be none outside an execution).
 	receipts      []string
@@ -89,6 +92,13 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 func (e *effect) Execute(ctx context.Context, op *approval.Operation) (json.RawMessage, error) {
 	if e.block != nil {
 		<-e.block
+	}
+	// Like every real action: re-check the claim right before the effect.
+	if err := approval.CheckClaim(ctx); err != nil {
+		return nil, approval.ClaimLostExecError(err)
+	}
+	if e.wire != nil {
+		<-e.wire
 	}
 	e.runs.Add(1)
 	tok, err := approval.CountersignerFrom(ctx).Mint(approval.ReceiptRequest{Audience: "test"})
@@ -166,6 +176,7 @@ func tokenOf(link string) string {
 type harness struct {
 	svc    *approval.Service
 	store  *store.Redis
+	paused *pausable // the service's store; pause its executor with paused.paused
 	clock  *clock
 	effect *effect
 	inbox  *inbox
@@ -188,6 +199,23 @@ type opts struct {
 	share *harness
 	// callbacks posts the agent's status changes (status webhooks).
 	callbacks approval.Callbacks
+	// execLease is the execution lease (default approval's).
+	execLease time.Duration
+}
+
+// pausable is the store with the executor's re-checks and lease renewals
+// held while paused is set: the executor's process as if stopped (SIGSTOP),
+// while operators (who call Settle) go on.
+type pausable struct {
+	*store.Redis
+	paused atomic.Bool
+}
+
+func (p *pausable) Fence(ctx context.Context, ref approval.Ref, token string, ttl time.Duration) (approval.FenceResult, approval.Status, error) {
+	for p.paused.Load() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return p.Redis.Fence(ctx, ref, token, ttl)
 }
 
 func newHarness(t testing.TB, o opts) *harness {
@@ -239,8 +267,9 @@ func newHarnessOn(t testing.TB, rdb redis.UniversalClient, o opts) *harness {
 	if o.share != nil {
 		links = o.share.svc.Links() // replicas share their link keys
 	}
+	h.paused = &pausable{Redis: h.store}
 	svc, err := approval.NewService(approval.Config{
-		Store: h.store, Policy: policy, Actions: []approval.Action{h.effect},
+		Store: h.paused, ExecutionLease: o.execLease, Policy: policy, Actions: []approval.Action{h.effect},
 		Notifiers: map[string]approval.Notifier{"console": h.inbox}, Links: links, Receipts: o.receipts,
 		PublicURL: "http://countersign.test", Now: h.clock.Now, Writes: h.writes.Load,
 		OnEvent: []func(approval.Event){func(e approval.Event) {

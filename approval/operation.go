@@ -72,18 +72,24 @@ type Operation struct {
 	Attrs map[string]string `json:"attrs,omitempty"`
 
 	// Changed only by store transitions.
-	Status     Status          `json:"status"`
-	ExpiresAt  time.Time       `json:"expires_at"`
-	UpdatedAt  time.Time       `json:"updated_at"`
-	SentAt     *time.Time      `json:"sent_at,omitempty"`
-	ClaimedAt  *time.Time      `json:"claimed_at,omitempty"`
-	Jobs       []Job           `json:"jobs,omitempty"`
-	Approvals  []Decision      `json:"approvals,omitempty"`
-	Rejection  *Decision       `json:"rejection,omitempty"`
-	Deliveries []Delivery      `json:"deliveries,omitempty"`
-	Result     json.RawMessage `json:"result,omitempty"`
-	Error      *OpError        `json:"error,omitempty"`
-	UndoneBy   string          `json:"undone_by,omitempty"`
+	Status    Status     `json:"status"`
+	ExpiresAt time.Time  `json:"expires_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	SentAt    *time.Time `json:"sent_at,omitempty"`
+	ClaimedAt *time.Time `json:"claimed_at,omitempty"`
+	// LeaseUntil is when the executor's claim runs out unless renewed, on
+	// the store's clock (nil: claimed without a lease).
+	LeaseUntil *time.Time `json:"lease_until,omitempty"`
+	// LateOutcome is the executor's own outcome when it arrived after an
+	// operator had settled the operation (the settled state stays).
+	LateOutcome *LateOutcome    `json:"late_outcome,omitempty"`
+	Jobs        []Job           `json:"jobs,omitempty"`
+	Approvals   []Decision      `json:"approvals,omitempty"`
+	Rejection   *Decision       `json:"rejection,omitempty"`
+	Deliveries  []Delivery      `json:"deliveries,omitempty"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Error       *OpError        `json:"error,omitempty"`
+	UndoneBy    string          `json:"undone_by,omitempty"`
 	// Reminded are the reminders sent; Escalated the escalation, once it
 	// happened.
 	Reminded  []Reminder `json:"reminded,omitempty"`
@@ -266,6 +272,16 @@ type OpError struct {
 	Message        string         `json:"message"`
 	OutcomeUnknown *bool          `json:"outcome_unknown,omitempty"`
 	Details        map[string]any `json:"details,omitempty"`
+}
+
+// LateOutcome is what an executor found after an operator had already
+// settled its operation: it resumed (a pause, a slow target) and its
+// effect went out, or it found its claim fenced and wrote nothing.
+type LateOutcome struct {
+	Status Status          `json:"status"`
+	At     time.Time       `json:"at"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *OpError        `json:"error,omitempty"`
 }
 
 // ExecError is what an action returns when execution fails; it becomes the

@@ -10,21 +10,35 @@ import (
 // has checked the target says what happened. Returns invalid_state unless
 // the operation is executing.
 func (s *Service) Settle(ctx context.Context, key string, to Status, operator, note string) (*Operation, error) {
-	if to != StatusSucceeded && to != StatusFailed {
-		return nil, Errorf(CodeInvalidInput, "outcome must be succeeded or failed")
+	unknown := to == OutcomeUnknown
+	if to != StatusSucceeded && to != StatusFailed && !unknown {
+		return nil, Errorf(CodeInvalidInput, "outcome must be succeeded, failed or unknown")
 	}
 	op, err := s.load(ctx, Ref{Key: key})
 	if err != nil {
 		return nil, err
 	}
 	ev := s.event(op, "reconciled", "operator:"+operator, "")
-	ev.Status = to
-	ev.Details = map[string]any{"note": note}
+	ev.Details = map[string]any{"note": note, "outcome": string(to)}
 	var opErr *OpError
-	if to == StatusFailed {
-		opErr = &OpError{Code: CodeExecutionFailed, Message: "settled as failed by an operator: " + note}
+	switch to {
+	case StatusFailed:
+		// The operator saw no effect at the target, after the executor's
+		// lease passed (the store refuses this before): nothing it does
+		// can start an effect any more.
+		no := false
+		opErr = &OpError{Code: CodeExecutionFailed, OutcomeUnknown: &no, Message: "settled as failed by an operator, who found nothing at the target: " + note,
+			Details: map[string]any{"settled_by": "operator"}}
+	case OutcomeUnknown:
+		// Its executor may still be alive: it is fenced from now on (no
+		// re-check succeeds), but a write already on the wire may land.
+		to = StatusFailed
+		yes := true
+		opErr = &OpError{Code: CodeExecutionFailed, OutcomeUnknown: &yes, Message: "settled as outcome unknown by an operator, while its executor may still have been running: " + note,
+			Details: map[string]any{"settled_by": "operator", "outcome": "unknown"}}
 	}
-	before, moved, err := s.store.Settle(ctx, op.Ref(), SettleTransition{Step: s.step(ev), To: to, Error: opErr})
+	ev.Status = to
+	before, moved, err := s.store.Settle(ctx, op.Ref(), SettleTransition{Step: s.step(ev), To: to, Error: opErr, Unknown: unknown})
 	if err != nil {
 		return nil, err
 	}
@@ -35,6 +49,12 @@ func (s *Service) Settle(ctx context.Context, key string, to Status, operator, n
 	s.emit(ev)
 	return s.store.Get(ctx, op.Ref())
 }
+
+// OutcomeUnknown is the reconcile outcome of an operator who cannot tell
+// what happened, or whose executor may still be running (its lease is
+// live): the operation ends failed with error.outcome_unknown true. It is
+// no status of its own.
+const OutcomeUnknown Status = "unknown"
 
 // Partial reports whether op failed part-way through: a bulk operation
 // whose error says some of its items were (or may have been) written

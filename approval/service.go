@@ -34,6 +34,8 @@ type Service struct {
 	// WritesRetry is how often an approved operation is looked at again
 	// while writes are off.
 	writesRetry time.Duration
+	// execLease is how long an execution's claim holds unrenewed (fence.go).
+	execLease time.Duration
 	// holder names this process in leases and claims.
 	holder  string
 	closing chan struct{}
@@ -75,6 +77,9 @@ type Config struct {
 	// (default 1 h).
 	DraftRetention time.Duration
 	WritesRetry    time.Duration
+	// ExecutionLease is how long an execution's claim holds on the store's
+	// clock unless its executor renews it (default DefaultExecutionLease).
+	ExecutionLease time.Duration
 	// Passkeys verifies step-up assertions (SPEC §11); with it, a Store
 	// that is a PasskeyStore keeps the passkeys. nil: step_up routes
 	// refuse every decision.
@@ -95,7 +100,7 @@ func NewService(cfg Config) (*Service, error) {
 		store: cfg.Store, policy: cfg.Policy, actions: map[string]Action{}, notifiers: cfg.Notifiers,
 		links: cfg.Links, receipts: cfg.Receipts, publicURL: strings.TrimRight(cfg.PublicURL, "/"), now: cfg.Now, writes: cfg.Writes,
 		onEvent: cfg.OnEvent, log: cfg.Logger, draftTTL: cfg.DraftTTL, retention: cfg.Retention,
-		draftRetention: cfg.DraftRetention, writesRetry: cfg.WritesRetry, holder: RandomToken(10),
+		draftRetention: cfg.DraftRetention, writesRetry: cfg.WritesRetry, execLease: cfg.ExecutionLease, holder: RandomToken(10),
 		closing: make(chan struct{}), passkeys: cfg.Passkeys, callbacks: cfg.Callbacks, onCallback: cfg.OnCallback,
 	}
 	s.passkeyStore, _ = cfg.Store.(PasskeyStore)
@@ -134,6 +139,9 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	if s.draftRetention == 0 {
 		s.draftRetention = DefaultDraftRetention
+	}
+	if s.execLease <= 0 {
+		s.execLease = DefaultExecutionLease
 	}
 	if s.writesRetry == 0 {
 		s.writesRetry = 5 * time.Second

@@ -60,8 +60,16 @@ type Store interface {
 	// t.Token. Reports whether this call (or its retry) won the claim.
 	Claim(ctx context.Context, ref Ref, t ClaimTransition) (bool, Status, error)
 	// Finish records the outcome of a claimed operation; only the claimer's
-	// token may. Returns invalid_state when the token does not hold it.
-	Finish(ctx context.Context, ref Ref, t FinishTransition) error
+	// token may. When an operator settled it first, t.Late is recorded
+	// beside the settled outcome instead and late is true. Returns
+	// invalid_state when the token does not hold it.
+	Finish(ctx context.Context, ref Ref, t FinishTransition) (late bool, err error)
+	// Fence re-checks, atomically, that the claim token still holds the
+	// executing operation and its lease has not passed on the store's
+	// clock, and renews the lease for ttl when it holds. Called by the
+	// executor right before each effect and periodically while it runs.
+	// Returns unavailable when the store does not answer.
+	Fence(ctx context.Context, ref Ref, token string, ttl time.Duration) (FenceResult, Status, error)
 	// Settle records an operator's outcome for an executing operation.
 	// Returns the status before the call and whether it moved.
 	Settle(ctx context.Context, ref Ref, t SettleTransition) (Status, bool, error)
@@ -321,6 +329,9 @@ type ClaimTransition struct {
 	Step
 	Token       string
 	ExpireEvent Event
+	// Lease is how long the claim holds on the store's own clock unless
+	// the claimer renews it (Fence); 0 for no lease.
+	Lease time.Duration
 }
 
 // FinishTransition is executing → succeeded or failed, by the claimer.
@@ -330,6 +341,11 @@ type FinishTransition struct {
 	To     Status
 	Result []byte
 	Error  *OpError
+	// Late and LateEvent are recorded instead when an operator settled the
+	// operation first: the terminal state stays, the outcome is kept
+	// beside it (Operation.LateOutcome) with an audit event late_outcome.
+	Late      *LateOutcome
+	LateEvent Event
 }
 
 // SettleTransition is executing → succeeded or failed, by an operator.
@@ -337,7 +353,24 @@ type SettleTransition struct {
 	Step
 	To    Status
 	Error *OpError
+	// Unknown settles it as outcome unknown: allowed while the claimer's
+	// lease is live. Otherwise the store refuses while the lease is live.
+	Unknown bool
 }
+
+// FenceResult is the answer of a re-check of a claim.
+type FenceResult int
+
+const (
+	// FenceHeld: the claim is still the caller's; its lease was renewed.
+	FenceHeld FenceResult = iota
+	// FenceLost: the operation is no longer executing under this claim
+	// (an operator settled it).
+	FenceLost
+	// FenceExpired: the claim's lease passed on the store's clock; it is
+	// never renewed again, and no effect may start under it.
+	FenceExpired
+)
 
 // StaleTransition fails a pending operation with stale_state.
 type StaleTransition struct {

@@ -87,6 +87,9 @@ func AgentView(op *Operation, now time.Time) View {
 	for _, d := range op.Deliveries {
 		v.Approval.Notified = append(v.Approval.Notified, Notified{Channel: d.Channel, To: d.To, At: d.At})
 	}
+	if op.LateOutcome != nil {
+		v.Result = withLateOutcome(op.Result, op.LateOutcome)
+	}
 	v.NextStep, v.RetryAfterSeconds = nextStep(op, st)
 	if Stuck(op, now, DefaultStuckAfter) {
 		v.NextStep, v.RetryAfterSeconds = stuckStep(op, now), seconds(60)
@@ -112,8 +115,14 @@ func nextStep(op *Operation, st Status) (string, *int) {
 	case StatusExecuting:
 		return "Approved and running now; poll for the result.", seconds(1)
 	case StatusSucceeded:
+		if op.LateOutcome != nil {
+			return lateStep(op), nil
+		}
 		return "Done: it ran once, exactly as approved. The outcome is in result.", nil
 	case StatusFailed:
+		if op.LateOutcome != nil {
+			return lateStep(op), nil
+		}
 		if Partial(op) {
 			d := op.Error.Details
 			msg := fmt.Sprintf("Partly done: a bulk stopped at item %v (see error and result.items). It wrote %v of %v items; the ones after "+
@@ -133,6 +142,15 @@ func nextStep(op *Operation, st Status) (string, *int) {
 				if op.Error.OutcomeUnknown != nil && *op.Error.OutcomeUnknown {
 					return "It failed in a way that leaves the outcome unknown: it may have happened. Do not retry on your own; " +
 						"tell the user and let an operator check.", nil
+				}
+				if op.Error.Details["settled_by"] == "operator" {
+					return "Not done, as far as an operator could see: its executor stopped answering, and once its lease had run out " +
+						"an operator checked the target, found nothing and settled it as failed (see error). The executor can no longer " +
+						"send it; anything it still reports is shown in result.late_outcome. Tell the user; if it is still needed, " +
+						"confirm at the target that it did not happen before preparing it again.", nil
+				}
+				if code, ok := httpStatus(op.Error.Details); ok {
+					return refusedStep(code, op.Error.Details), retryAfter(op.Error.Details)
 				}
 				return "Not done: it failed before anything was sent (see error). You may prepare it again.", nil
 			}
@@ -181,4 +199,99 @@ func channelsOf(op *Operation) string {
 		return "no channel configured"
 	}
 	return "via " + strings.Join(out, " and ")
+}
+
+// withLateOutcome is the result an agent sees once an executor's outcome
+// arrived after an operator's settlement: the settled result (an object,
+// or none) with late_outcome beside it.
+func withLateOutcome(result json.RawMessage, late *LateOutcome) json.RawMessage {
+	m := map[string]json.RawMessage{}
+	if len(result) > 0 && json.Unmarshal(result, &m) != nil {
+		m = map[string]json.RawMessage{"settled_result": result}
+	}
+	b, err := json.Marshal(late)
+	if err != nil {
+		return result
+	}
+	m["late_outcome"] = b
+	out, err := json.Marshal(m)
+	if err != nil {
+		return result
+	}
+	return out
+}
+
+// lateStep tells the agent what an operator's settlement and the
+// executor's late outcome together mean.
+func lateStep(op *Operation) string {
+	lo := op.LateOutcome
+	settled := string(op.Status)
+	if op.Error != nil && op.Error.Details["outcome"] == "unknown" {
+		settled = "outcome unknown"
+	}
+	head := fmt.Sprintf("An operator settled it as %s while its executor was stopped; the executor resumed afterwards and reported "+
+		"its own outcome, shown in result.late_outcome. ", settled)
+	switch {
+	case lo.Status == StatusSucceeded:
+		return head + "It did happen, once: do not prepare it again. Tell the user."
+	case lo.Error != nil && lo.Error.OutcomeUnknown != nil && *lo.Error.OutcomeUnknown:
+		return head + "Its late attempt may have reached the target: do not prepare it again on your own; tell the user and let an operator check."
+	case lo.Error != nil && lo.Error.Details["phase"] == "fence":
+		return head + "It found the operation settled and sent nothing then. " + settledTail(op)
+	case lo.Error != nil:
+		if code, ok := httpStatus(lo.Error.Details); ok {
+			return head + fmt.Sprintf("Its late write reached the target, which refused it (HTTP %d): nothing was applied. ", code) + settledTail(op)
+		}
+	}
+	return head + "Do not prepare it again on your own; tell the user."
+}
+
+func settledTail(op *Operation) string {
+	if op.Status == StatusSucceeded {
+		return "The operator found it done: do not prepare it again."
+	}
+	return "Tell the user; if it is still needed, confirm at the target that it did not happen before preparing it again."
+}
+
+// httpStatus reads the HTTP status a target answered with from an error's
+// details.
+func httpStatus(d map[string]any) (int, bool) {
+	switch v := d["http_status"].(type) {
+	case int:
+		return v, true
+	case float64:
+		return int(v), true
+	}
+	return 0, false
+}
+
+// refusedStep is the next step of a write the target received and
+// refused: it was sent, and nothing was applied.
+func refusedStep(code int, d map[string]any) string {
+	msg := fmt.Sprintf("Not done: the request reached the target, which refused it with HTTP %d (see error); nothing was applied. ", code)
+	if ra := retryAfter(d); ra != nil {
+		msg += fmt.Sprintf("The target asked to wait %d s. ", *ra)
+	}
+	switch {
+	case code == 429 || code == 503:
+		if n, ok := d["attempts"].(float64); ok && n > 1 {
+			msg += fmt.Sprintf("countersign sent it %d times with the same Idempotency-Key, as the target's policy allows, and each was refused. ", int(n))
+		} else if n, ok := d["attempts"].(int); ok && n > 1 {
+			msg += fmt.Sprintf("countersign sent it %d times with the same Idempotency-Key, as the target's policy allows, and each was refused. ", n)
+		}
+		return msg + "Tell the user; if it is still needed, prepare it again later, as a new operation that needs approval again."
+	case code >= 500:
+		return msg + "Tell the user; if it is still needed, prepare it again once the target works, as a new operation that needs approval again."
+	}
+	return msg + "Tell the user; prepare it again only with the input changed as the target's answer asks."
+}
+
+func retryAfter(d map[string]any) *int {
+	switch v := d["retry_after"].(type) {
+	case int:
+		return seconds(v)
+	case float64:
+		return seconds(int(v))
+	}
+	return nil
 }

@@ -363,12 +363,14 @@ func (s *Service) execute(ctx context.Context, op *Operation) error {
 	claim.Status = StatusExecuting
 	exp := s.event(op, "expired", "system", "")
 	exp.Status = StatusExpired
-	ct := ClaimTransition{Step: s.step(claim), Token: s.holder + "." + RandomToken(8), ExpireEvent: exp}
+	ct := ClaimTransition{Step: s.step(claim), Token: s.holder + "." + RandomToken(8), ExpireEvent: exp, Lease: s.execLease}
 	// Only this call can recognise its own win: an unanswered claim is
 	// asked again, with the same token, until the store answers.
 	var won bool
 	var st Status
+	var asked time.Time
 	if err := s.persist(ctx, "claim", op, func() (err error) {
+		asked = time.Now() // the lease runs from no later than this
 		won, st, err = s.store.Claim(ctx, op.Ref(), ct)
 		return err
 	}); err != nil {
@@ -389,11 +391,17 @@ func (s *Service) execute(ctx context.Context, op *Operation) error {
 		}
 	}
 	xctx, receipts := s.countersign(ctx, op) // receipts exist only past the won claim
+	// Every effect re-checks the claim right before it starts, and the
+	// lease is renewed while the action runs (fence.go).
+	fence := s.newFencer(op.Ref(), ct.Token, asked)
+	xctx = WithClaimCheck(xctx, fence.check)
+	stopFence := fence.keep(ctx)
 	xctx, cancel := context.WithTimeout(xctx, executeTimeout)
 	start := time.Now()
 	result, execErr := action.Execute(xctx, op)
 	elapsed := time.Since(start)
 	cancel()
+	stopFence()
 
 	ft := FinishTransition{Token: ct.Token, To: StatusSucceeded, Result: result}
 	done := s.event(op, "succeeded", "system", "")
@@ -418,15 +426,38 @@ func (s *Service) execute(ctx context.Context, op *Operation) error {
 	}
 	ft.Result = receipts.attach(ft.Result, done)
 	ft.Step = s.step(done)
+	// Should an operator have settled it meanwhile, this outcome is kept
+	// beside theirs as the late outcome, with its own audit event.
+	ft.Late = &LateOutcome{Status: ft.To, At: s.now().UTC(), Result: ft.Result, Error: ft.Error}
+	late := s.event(op, "late_outcome", "system", "")
+	// The operation's status is the operator's, which stays: known here
+	// when the re-check saw it, else left out (never the stale "approved").
+	late.Status = fence.settled()
+	late.From = late.Status
+	late.Details = map[string]any{"status": string(ft.To)}
+	for k, v := range done.Details {
+		late.Details[k] = v
+	}
+	ft.LateEvent = late
 	// The effect happened (or not): this process alone knows the outcome,
 	// so it keeps asking the store to record it while the store is down.
-	if err := s.persist(ctx, "record the outcome", op, func() error { return s.store.Finish(ctx, op.Ref(), ft) }); err != nil {
+	var wasLate bool
+	if err := s.persist(ctx, "record the outcome", op, func() (err error) {
+		wasLate, err = s.store.Finish(ctx, op.Ref(), ft)
+		return err
+	}); err != nil {
 		if ErrorCode(err) == CodeUnavailable {
 			s.log.Error("could not record the outcome; the operation stays executing for an operator",
 				"operation", op.Key, "outcome", ft.To, "err", err)
 			return nil
 		}
 		return err
+	}
+	if wasLate {
+		s.log.Warn("the outcome arrived after an operator settled the operation; kept as its late outcome",
+			"operation", op.Key, "outcome", ft.To)
+		s.emit(late)
+		return nil
 	}
 	s.emit(done)
 	return nil
@@ -475,6 +506,12 @@ func (s *Service) persist(ctx context.Context, what string, op *Operation, f fun
 }
 
 func toOpError(err error) *OpError {
+	if errors.Is(err, ErrClaimLost) {
+		var ee *ExecError
+		if !errors.As(err, &ee) {
+			err = ClaimLostExecError(err)
+		}
+	}
 	var ee *ExecError
 	if errors.As(err, &ee) {
 		e := &OpError{Code: ee.Code, Message: ee.Message, Details: ee.Details}

@@ -298,6 +298,18 @@ type TargetSpec struct {
 	// MaxBodyBytes caps the JSON body an agent may send (default 64 KiB,
 	// at most 1 MiB).
 	MaxBodyBytes int `yaml:"max_body_bytes"`
+	// Retry opts in to resending a write the target refused with 429 or
+	// 503, with the same Idempotency-Key: for targets that dedupe by it.
+	// The one exception to "never retried automatically"
+	// (docs/http-targets.md).
+	Retry *RetrySpec `yaml:"retry"`
+}
+
+// RetrySpec is a target's bounded retry: on lists the statuses (429, 503),
+// max the further attempts (1–5).
+type RetrySpec struct {
+	On  []int `yaml:"on"`
+	Max int   `yaml:"max"`
 }
 
 // AllowSpec is one allowed method and path pattern. In a pattern, "*" is
@@ -448,6 +460,22 @@ func (f *File) validateTargets(bad func(string, ...any)) {
 		if t.MaxBodyBytes < 0 || t.MaxBodyBytes > 1<<20 {
 			bad("target %s: max_body_bytes must be between 1 and 1048576", name)
 		}
+		if r := t.Retry; r != nil {
+			if len(r.On) == 0 {
+				bad("target %s: retry.on must list the statuses to retry (429, 503)", name)
+			}
+			for k, c := range r.On {
+				if c != 429 && c != 503 {
+					bad("target %s: retry.on: %d cannot be retried (only 429 and 503, which say the target applied nothing; after 502 or 504 the write may have reached it)", name, c)
+				}
+				if slices.Contains(r.On[:k], c) {
+					bad("target %s: retry.on: %d is listed twice", name, c)
+				}
+			}
+			if r.Max < 1 || r.Max > 5 {
+				bad("target %s: retry.max must be between 1 and 5", name)
+			}
+		}
 	}
 }
 
@@ -517,6 +545,11 @@ type SettingsSpec struct {
 	// Shards is how many Redis shards the data and work queue are spread
 	// over (default 16). It is fixed for a deployment when it first starts.
 	Shards int `yaml:"shards"`
+	// ExecutionLease is how long an execution's claim holds without its
+	// executor renewing it (default 15s, 2s–5m): a paused or cut-off
+	// executor is fenced once it passed, and only then may an operator
+	// settle its operation as succeeded or failed.
+	ExecutionLease Duration `yaml:"execution_lease"`
 }
 
 // Duration accepts Go durations plus a "d" suffix for days ("7d").
@@ -758,6 +791,9 @@ func (f *File) validate() error {
 	}
 	if d := time.Duration(f.Settings.DraftRetention); d != 0 && (d < time.Minute || d > 7*24*time.Hour) {
 		bad("settings: draft_retention %s must be between 1m and 7d", d)
+	}
+	if d := time.Duration(f.Settings.ExecutionLease); d != 0 && (d < approval.MinExecutionLease || d > approval.MaxExecutionLease) {
+		bad("settings: execution_lease %s must be between 2s and 5m", d)
 	}
 	if n := f.Settings.Shards; n < 0 || n > 1024 {
 		bad("settings: shards must be between 1 and 1024")

@@ -113,6 +113,10 @@ func TestConfigRefusesBadConditionsAndTargets(t *testing.T) {
 		{"timeout", strings.Replace(base, "timeout: 5s", "timeout: 10m", 1), "between 1s and 2m"},
 		{"duplicate target", base + "  - {name: billing, base_url: \"https://x.example\", allow: [{method: POST, path: /x}]}\n", "duplicate"},
 		{"unknown target field", strings.Replace(base, "timeout: 5s", "timeout: 5s\n    proxy: x", 1), "not found"},
+		{"retry on 502", strings.Replace(base, "timeout: 5s", "timeout: 5s\n    retry: {on: [429, 502], max: 2}", 1), "502 cannot be retried"},
+		{"retry max 6", strings.Replace(base, "timeout: 5s", "timeout: 5s\n    retry: {on: [429], max: 6}", 1), "retry.max must be between 1 and 5"},
+		{"retry without statuses", strings.Replace(base, "timeout: 5s", "timeout: 5s\n    retry: {max: 2}", 1), "retry.on must list"},
+		{"execution lease", base + "settings: {execution_lease: 1s}\n", "execution_lease 1s must be between 2s and 5m"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := config.Parse([]byte(tc.file))
@@ -121,6 +125,22 @@ func TestConfigRefusesBadConditionsAndTargets(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestTargetRetryParses(t *testing.T) {
+	f, err := config.Parse([]byte(strings.Replace(base, "timeout: 5s", "timeout: 5s\n    retry: {on: [429, 503], max: 3}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range f.Targets {
+		if tg.Retry != nil {
+			if tg.Retry.Max != 3 || len(tg.Retry.On) != 2 {
+				t.Fatalf("retry %+v", tg.Retry)
+			}
+			return
+		}
+	}
+	t.Fatal("no target kept its retry")
 }
 
 func TestTargetResolveHeaders(t *testing.T) {

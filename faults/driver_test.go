@@ -71,6 +71,7 @@ type opRec struct {
 	furthest string
 	back     []string          // statuses seen going back ("succeeded → executing")
 	thanked  map[string]string // approver → the decision a page answered "Thank you" to
+	target   string            // the target to write to ("" for the fate's)
 }
 
 // rankOf orders the statuses: nothing ever returns to an earlier one
@@ -199,6 +200,9 @@ func (rn *run) prepare(ctx context.Context, r *rand.Rand, o *opRec, dup bool) {
 	tg := "items"
 	if o.fate == expireFirst {
 		tg = "late" // its route's approval window is one minute
+	}
+	if o.target != "" {
+		tg = o.target
 	}
 	body := fmt.Sprintf(`{"action":"http.request","input":{"target":%q,"method":"PATCH","path":%q,"body":{"qty":%d}},"idempotency_key":%q}`, tg, o.path, o.i+1, o.idem)
 	attempt := func(rr *rand.Rand) string {

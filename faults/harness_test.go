@@ -42,10 +42,18 @@ func sha(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToSt
 // approvers by the address their approval mail goes to.
 var approverOf = map[string]string{"grace@example.com": "grace", "ada@example.com": "ada"}
 
-func policy(targetURL string) string {
+func policy(targetURL string, o clusterOpts) string {
+	settings := ""
+	if o.lease != "" {
+		settings = "\n  execution_lease: " + o.lease
+	}
+	retry := ""
+	if o.retry != "" {
+		retry = "\n    retry: " + o.retry
+	}
 	return fmt.Sprintf(`
 settings:
-  notify_from: countersign@example.com
+  notify_from: countersign@example.com%[4]s
 principals:
   - id: agent
     api_key_sha256: %[1]q
@@ -61,7 +69,7 @@ targets:
     base_url: %[3]s/api
     allow_private: true
     allow: [{method: PATCH, path: "/items/*"}]
-    state: {fields: [qty]}
+    state: {fields: [qty]}%[5]s
   - name: late
     base_url: %[3]s/api
     allow_private: true
@@ -80,7 +88,7 @@ routes:
     required: 2
     notify: [email]
     approval_ttl: 1m
-`, sha(agentKey), sha(operatorKey), targetURL)
+`, sha(agentKey), sha(operatorKey), targetURL, settings, retry)
 }
 
 type clusterOpts struct {
@@ -92,8 +100,10 @@ type clusterOpts struct {
 	// items route (faults/clock_test.go).
 	clockOffsets []time.Duration
 	remind       string
-	sentinel  bool     // a master, one replica and a Sentinel; the service finds the master through it
-	replLink  bool     // (sentinel) the replica replicates through a fault proxy (replication lag)
+	sentinel     bool   // a master, one replica and a Sentinel; the service finds the master through it
+	replLink     bool   // (sentinel) the replica replicates through a fault proxy (replication lag)
+	lease        string // settings.execution_lease ("" for the default)
+	retry        string // the items target's retry ("" for none)
 }
 
 type cluster struct {
@@ -119,6 +129,7 @@ type replica struct {
 	env     []string
 	mu      sync.Mutex
 	cmd     *exec.Cmd
+	paused  bool // SIGSTOPped: not live for the driver
 }
 
 func startCluster(t *testing.T, o clusterOpts) *cluster {
@@ -161,7 +172,7 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 	c.target = startTarget(t)
 	dir := t.TempDir()
 	c.cfgPath = filepath.Join(dir, "countersign.yaml")
-	pol := policy(c.target.srv.URL)
+	pol := policy(c.target.srv.URL, o)
 	if o.remind != "" {
 		pol = strings.Replace(pol, "    approval_ttl: 1h\n", "    approval_ttl: 1h\n    remind: ["+o.remind+"]\n", 1)
 	}
@@ -277,6 +288,7 @@ func (r *replica) stop() {
 		return
 	}
 	_ = cmd.Process.Signal(os.Interrupt)
+	_ = cmd.Process.Signal(syscall.SIGCONT) // a paused replica must hear it
 	done := make(chan struct{})
 	go func() {
 		for cmd.ProcessState == nil {
@@ -294,6 +306,27 @@ func (r *replica) stop() {
 	}
 }
 
+// pause stops the replica's process (SIGSTOP), as a VM freeze or a long
+// GC stop would: its sockets stay open, it answers nothing, renews nothing.
+func (r *replica) pause() {
+	if pid := r.pid(); pid != 0 {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	r.mu.Lock()
+	r.paused = true
+	r.mu.Unlock()
+}
+
+// resume lets a paused replica run again (SIGCONT).
+func (r *replica) resume() {
+	if pid := r.pid(); pid != 0 {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+	}
+	r.mu.Lock()
+	r.paused = false
+	r.mu.Unlock()
+}
+
 func (r *replica) pid() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -309,7 +342,10 @@ func (r *replica) alive() bool { return r.pid() != 0 }
 func (c *cluster) live() []*replica {
 	var out []*replica
 	for _, r := range c.replicas {
-		if r.alive() {
+		r.mu.Lock()
+		paused := r.paused
+		r.mu.Unlock()
+		if r.alive() && !paused {
 			out = append(out, r)
 		}
 	}

@@ -32,10 +32,44 @@ type target struct {
 	holdGet  time.Duration              // hold each GET this long (0: none)
 	holdPut  time.Duration              // hold each PATCH this long before answering
 	inFlight map[string]map[string]bool // item path → remote addresses of held requests
+	// refuse answers the next PATCHes of an item path with a refusal
+	// (429, 503) instead of applying them; refused counts them. A refused
+	// request is no effect: it is not in writes (byKey counts it).
+	refuse  map[string][]refusal
+	refused map[string]int
+}
+
+// refusal is one refused answer: its status and Retry-After ("" for none).
+type refusal struct {
+	status     int
+	retryAfter string
+}
+
+// refuseNext makes the next PATCHes of path answer the refusals, in order.
+func (tg *target) refuseNext(path string, rs ...refusal) {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	tg.refuse[path] = append(tg.refuse[path], rs...)
+}
+
+// refusedOf returns how many PATCHes of path were refused.
+func (tg *target) refusedOf(path string) int {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	return tg.refused[path]
+}
+
+// requestsWithKey returns the PATCH requests (refused ones included) that
+// carried the Idempotency-Key key.
+func (tg *target) requestsWithKey(key string) int {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	return tg.byKey[key]
 }
 
 func startTarget(t *testing.T) *target {
-	tg := &target{ver: map[string]int{}, writes: map[string]int{}, byKey: map[string]int{}, inFlight: map[string]map[string]bool{}}
+	tg := &target{ver: map[string]int{}, writes: map[string]int{}, byKey: map[string]int{}, inFlight: map[string]map[string]bool{},
+		refuse: map[string][]refusal{}, refused: map[string]int{}}
 	tg.srv = httptest.NewServer(http.HandlerFunc(tg.serve))
 	t.Cleanup(tg.srv.Close)
 	return tg
@@ -58,8 +92,19 @@ func (tg *target) serve(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet:
 		hold = tg.holdGet
 	case http.MethodPatch:
-		tg.writes[path]++
 		tg.byKey[r.Header.Get("Idempotency-Key")]++
+		if rs := tg.refuse[path]; len(rs) > 0 {
+			tg.refuse[path] = rs[1:]
+			tg.refused[path]++
+			tg.mu.Unlock()
+			if rs[0].retryAfter != "" {
+				w.Header().Set("Retry-After", rs[0].retryAfter)
+			}
+			w.WriteHeader(rs[0].status)
+			_, _ = w.Write([]byte(`{"error":"try later"}`))
+			return
+		}
+		tg.writes[path]++
 		hold = tg.holdPut
 		if m := r.Header.Get("If-Match"); m != "" && m != etag(v) {
 			tg.mu.Unlock()

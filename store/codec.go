@@ -390,6 +390,16 @@ func decodeOp(key string, h map[string]string) (*approval.Operation, error) {
 		t := fromMS(v)
 		op.ClaimedAt = &t
 	}
+	if v := h["le"]; v != "" {
+		t := fromMS(v)
+		op.LeaseUntil = &t
+	}
+	if v := h["lo"]; v != "" {
+		op.LateOutcome = new(approval.LateOutcome)
+		if err := json.Unmarshal([]byte(v), op.LateOutcome); err != nil {
+			return nil, bad("lo", err)
+		}
+	}
 	if v := h["j"]; v != "" {
 		var js []job
 		if err := json.Unmarshal([]byte(v), &js); err != nil {

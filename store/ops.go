@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -519,7 +520,7 @@ func (r *Redis) Claim(ctx context.Context, ref approval.Ref, t approval.ClaimTra
 		return false, "", err
 	}
 	res, err := reply(r.run(ctx, claimScript, ref, t.Tx, t.Now, t.Token, encodeEvent(t.Event, t.Event.PayloadHash),
-		encodeEvent(t.ExpireEvent, t.ExpireEvent.PayloadHash), msArg(t.Retention)))
+		encodeEvent(t.ExpireEvent, t.ExpireEvent.PayloadHash), msArg(t.Retention), t.Lease.Milliseconds()))
 	if err != nil {
 		return false, "", unavailable("claim", err)
 	}
@@ -534,26 +535,68 @@ func (r *Redis) Claim(ctx context.Context, ref approval.Ref, t approval.ClaimTra
 	return false, "", notFound(ref.Key)
 }
 
-// Finish records the claimer's outcome.
-func (r *Redis) Finish(ctx context.Context, ref approval.Ref, t approval.FinishTransition) error {
+// Finish records the claimer's outcome, or its late outcome when an
+// operator settled the operation first.
+func (r *Redis) Finish(ctx context.Context, ref approval.Ref, t approval.FinishTransition) (bool, error) {
+	late, lateEv := "", ""
+	if t.Late != nil {
+		b, err := json.Marshal(t.Late)
+		if err != nil {
+			return false, fmt.Errorf("store: finish %s: encode late outcome: %w", ref.Key, err)
+		}
+		late, lateEv = string(b), encodeEvent(t.LateEvent, t.LateEvent.PayloadHash)
+	}
 	res, err := reply(r.run(ctx, finishScript, ref, t.Tx, t.Now, t.Token, string(t.To), string(t.Result),
-		jsonOrEmpty(t.Error), encodeEvent(t.Event, t.Event.PayloadHash), msArg(t.Retention)))
+		jsonOrEmpty(t.Error), encodeEvent(t.Event, t.Event.PayloadHash), msArg(t.Retention), late, lateEv))
 	if err != nil {
-		return unavailable("finish", err)
+		return false, unavailable("finish", err)
 	}
 	switch res[0] {
 	case "done":
-		return nil
+		return false, nil
+	case "late":
+		return true, nil
 	case "not_claimer":
-		return approval.Errorf(approval.CodeInvalidState, "operation %s is %s and not held by this claim", ref.Key, res[1])
+		return false, approval.Errorf(approval.CodeInvalidState, "operation %s is %s and not held by this claim", ref.Key, res[1])
 	}
-	return notFound(ref.Key)
+	return false, notFound(ref.Key)
+}
+
+// Fence re-checks a claim right before an effect and renews its lease.
+func (r *Redis) Fence(ctx context.Context, ref approval.Ref, token string, ttl time.Duration) (approval.FenceResult, approval.Status, error) {
+	res, err := reply(r.run(ctx, fenceScript, ref, "", time.Time{}, token, msArg(ttl)))
+	if err != nil {
+		return approval.FenceLost, "", unavailable("fence", err)
+	}
+	switch res[0] {
+	case "held":
+		return approval.FenceHeld, approval.StatusExecuting, nil
+	case "lost":
+		return approval.FenceLost, approval.Status(res[1]), nil
+	case "expired":
+		return approval.FenceExpired, approval.StatusExecuting, nil
+	}
+	return approval.FenceLost, "", notFound(ref.Key)
 }
 
 // Settle records an operator's outcome for an executing operation.
+// Returns invalid_state (details.lease_remaining_seconds) when it says
+// what happened while the claimer's lease is live.
 func (r *Redis) Settle(ctx context.Context, ref approval.Ref, t approval.SettleTransition) (approval.Status, bool, error) {
+	mode := ""
+	if t.Unknown {
+		mode = "unknown"
+	}
 	res, err := reply(r.run(ctx, settleScript, ref, t.Tx, t.Now, string(t.To), jsonOrEmpty(t.Error),
-		encodeEvent(t.Event, t.Event.PayloadHash), msArg(t.Retention)))
+		encodeEvent(t.Event, t.Event.PayloadHash), msArg(t.Retention), mode))
+	if err == nil && len(res) > 2 && res[0] == "leased" {
+		left, _ := strconv.ParseInt(res[2], 10, 64)
+		secs := (left + 999) / 1000
+		return approval.StatusExecuting, false, approval.Errorf(approval.CodeInvalidState,
+			"operation %s is still held by its executor, whose lease runs %d s more: it may still be writing. "+
+				"Settle it as unknown now, or as succeeded or failed once the lease has run out", ref.Key, secs).
+			WithDetails(map[string]any{"lease_remaining_seconds": secs, "status": "executing"})
+	}
 	return moved(ref, "settle", res, err, "done", approval.StatusExecuting)
 }
 

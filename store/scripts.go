@@ -35,6 +35,7 @@ var (
 	claimScript       = opScript("claim")
 	finishScript      = opScript("finish")
 	settleScript      = opScript("settle")
+	fenceScript       = opScript("fence")
 	cancelScript      = opScript("cancel")
 	expireScript      = opScript("expire")
 	staleScript       = opScript("stale")

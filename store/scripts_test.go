@@ -481,7 +481,7 @@ func TestClaimAnsweredLateIsStillWon(t *testing.T) {
 	// And the winner's outcome is recorded once, also when sent twice.
 	ft := approval.FinishTransition{Step: step(f.now, "succeeded"), Token: "mine", To: approval.StatusSucceeded, Result: []byte(`{"ok":true}`)}
 	for range 2 {
-		if err := f.st.Finish(bg, op.Ref(), ft); err != nil {
+		if _, err := f.st.Finish(bg, op.Ref(), ft); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -497,11 +497,11 @@ func TestFinishOnlyByTheClaimer(t *testing.T) {
 		t.Fatal(ok, err)
 	}
 	ft := approval.FinishTransition{Step: step(f.now, "succeeded"), Token: "theirs", To: approval.StatusSucceeded}
-	if err := f.st.Finish(bg, op.Ref(), ft); code(err) != approval.CodeInvalidState {
+	if _, err := f.st.Finish(bg, op.Ref(), ft); code(err) != approval.CodeInvalidState {
 		t.Fatalf("finish by another token: %v", err)
 	}
 	ft.Token = "mine"
-	if err := f.st.Finish(bg, op.Ref(), ft); err != nil {
+	if _, err := f.st.Finish(bg, op.Ref(), ft); err != nil {
 		t.Fatal(err)
 	}
 	if u := f.usage("agent"); u.Pending != 0 {

@@ -67,7 +67,7 @@ func TestStatsFollowTransitions(t *testing.T) {
 		}
 	}
 	ft := approval.FinishTransition{Step: step(f.now, "succeeded"), Token: "tok", To: approval.StatusSucceeded}
-	if err := f.st.Finish(bg, b.Ref(), ft); err != nil {
+	if _, err := f.st.Finish(bg, b.Ref(), ft); err != nil {
 		t.Fatal(err)
 	}
 	want(stats(), 0, 1, 1, 0)

@@ -278,6 +278,11 @@ func (a *Action) Execute(ctx context.Context, op *approval.Operation) (json.RawM
 	if tok != "" {
 		m.Headers[ReceiptHeader] = foldToken(tok)
 	}
+	// The claim is re-checked right before the message is handed to SMTP
+	// (approval/fence.go).
+	if err := approval.CheckClaim(ctx); err != nil {
+		return nil, approval.ClaimLostExecError(err)
+	}
 	accepted, err := a.sender.Send(ctx, m)
 	if err != nil {
 		e := &approval.ExecError{Code: approval.CodeExecutionFailed, OutcomeUnknown: mailer.OutcomeUnknown(err),

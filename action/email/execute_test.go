@@ -284,3 +284,22 @@ func TestExecuteIntoDevMailbox(t *testing.T) {
 		t.Errorf("result %s lacks the message id", res)
 	}
 }
+
+// An execution whose claim is lost (settled by an operator, or its lease
+// ran out while paused) hands nothing to SMTP.
+func TestExecuteLostClaimSendsNothing(t *testing.T) {
+	srv := smtptest.Start(t, smtptest.Options{})
+	a := newAction(t, smtpSender(t, srv), email.Limits{})
+	op, _ := operation(t, a, `{"to":["ann@client.example"],"subject":"S","text":"hi"}`)
+	ctx := approval.WithClaimCheck(context.Background(), func(context.Context) error {
+		return &approval.ClaimLostError{Status: approval.StatusFailed}
+	})
+	_, err := a.Execute(ctx, op)
+	var ee *approval.ExecError
+	if !errors.As(err, &ee) || ee.OutcomeUnknown || ee.Details["phase"] != "fence" {
+		t.Fatalf("error %v", err)
+	}
+	if _, err := srv.WaitFor(1, 300*time.Millisecond); err == nil {
+		t.Fatal("the email was sent after the claim was lost")
+	}
+}

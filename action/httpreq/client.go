@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/internal/netguard"
 )
 
@@ -29,9 +30,21 @@ func newClient(allowPrivate, write bool, timeout time.Duration) *http.Client {
 		guard = netguard.AllowAll
 	}
 	d := guard.Dialer(10 * time.Second)
+	dial := d.DialContext
+	if write {
+		// A write re-checks its execution's claim on the connection's
+		// first write, after dialing (fencedConn).
+		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &fencedConn{Conn: c, ctx: ctx}, nil
+		}
+	}
 	tr := &http.Transport{
 		Proxy:                  nil,
-		DialContext:            d.DialContext,
+		DialContext:            dial,
 		ForceAttemptHTTP2:      true,
 		TLSHandshakeTimeout:    10 * time.Second,
 		ResponseHeaderTimeout:  timeout,
@@ -45,6 +58,38 @@ func newClient(allowPrivate, write bool, timeout time.Duration) *http.Client {
 		CheckRedirect: netguard.NoRedirects,
 	}
 }
+
+// fencedConn is a write's fresh connection (writes never reuse one). Its
+// first write, the request itself or a TLS hello, re-checks the claim of
+// the execution the request belongs to (approval.CheckClaim): when an
+// operator settled the operation or its lease passed while this process
+// was paused, the connection is closed with nothing sent. This is as late
+// as the re-check can go: what remains unfenced is the store's answer
+// travelling back, a TLS handshake, and the write itself.
+type fencedConn struct {
+	net.Conn
+	ctx     context.Context
+	checked atomic.Bool
+}
+
+func (c *fencedConn) Write(b []byte) (int, error) {
+	if !c.checked.Swap(true) {
+		if err := approval.CheckClaim(c.ctx); err != nil {
+			if f, ok := c.ctx.Value(fenceNoteKey{}).(*fenceNote); ok {
+				f.err.Store(&err)
+			}
+			_ = c.Conn.Close()
+			return 0, err
+		}
+	}
+	return c.Conn.Write(b)
+}
+
+// fenceNote carries a fenced write's reason back to do, whatever the
+// transport makes of the error.
+type fenceNote struct{ err atomic.Pointer[error] }
+
+type fenceNoteKey struct{}
 
 // response is what countersign keeps of a target's answer.
 type response struct {
@@ -68,6 +113,8 @@ func (a *Action) do(ctx context.Context, t *target, method, url string, body []b
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	var sent atomic.Bool
+	note := &fenceNote{}
+	ctx = context.WithValue(ctx, fenceNoteKey{}, note)
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteHeaders: func() { sent.Store(true) },
 	})
@@ -97,6 +144,9 @@ func (a *Action) do(ctx context.Context, t *target, method, url string, body []b
 	}
 	resp, err := client.Do(req)
 	if err != nil {
+		if fe := note.err.Load(); fe != nil {
+			return sendResult{err: *fe} // fenced: nothing went out
+		}
 		return sendResult{sent: sent.Load(), err: err}
 	}
 	defer resp.Body.Close()

@@ -57,6 +57,9 @@ type Target struct {
 	Timeout time.Duration
 	// MaxBodyBytes bounds the canonical JSON body (default 64 KiB).
 	MaxBodyBytes int
+	// Retry, when set, resends a write the target refused with 429 or 503
+	// (retry.go); nil: never.
+	Retry *Retry
 }
 
 // Rule allows one method on the paths matching a pattern: literal
@@ -141,6 +144,9 @@ func New(targets []Target) (*Action, error) {
 		}
 		u.Path = strings.TrimRight(u.Path, "/")
 		u.RawPath = strings.TrimRight(u.RawPath, "/")
+		if err := CheckRetry(t.Retry); err != nil {
+			return nil, fmt.Errorf("httpreq: target %s: %w", t.Name, err)
+		}
 		tt := &target{Target: t, base: u, headers: map[string]string{}, timeout: t.Timeout, maxBody: t.MaxBodyBytes}
 		if tt.timeout <= 0 {
 			tt.timeout = DefaultTimeout

@@ -78,13 +78,23 @@ func (emailLike) Execute(context.Context, *approval.Operation) (json.RawMessage,
 
 func newSvcEnv(t *testing.T, etags bool) *svcEnv {
 	t.Helper()
+	return newSvcEnvWith(t, etags, nil)
+}
+
+// newSvcEnvWith is newSvcEnv with the target adjusted by adjust.
+func newSvcEnvWith(t *testing.T, etags bool, adjust func(*httpreq.Target)) *svcEnv {
+	t.Helper()
 	f := newFakeTarget(t, etags)
 	f.put(eventPath, event())
 	rdb := redistest.Start(t).Client(t)
 	e := &svcEnv{store: store.New(rdb, nil), rdb: rdb, target: f, inbox: &inbox{}, logs: &syncBuffer{},
 		agent: &approval.Principal{ID: "agent", Scopes: []string{"http.request:calendar", "email.send"}, OnBehalfOf: "sam"}}
 	t.Cleanup(func() { _ = e.store.Close() })
-	e.action = newAction(t, calendarTarget(f))
+	tg := calendarTarget(f)
+	if adjust != nil {
+		adjust(&tg)
+	}
+	e.action = newAction(t, tg)
 	policy := &approval.Policy{
 		Principals: []*approval.Principal{e.agent},
 		Approvers:  []*approval.Approver{{ID: "grace", Name: "Grace Park", Email: "grace@example.com"}},

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/countersign/countersign/approval"
 )
@@ -56,7 +58,39 @@ func (a *Action) writeOnce(ctx context.Context, t *target, r *Request, idem, ifM
 	if tok != "" {
 		hdr.Set(ReceiptHeader, tok)
 	}
-	res := a.do(ctx, t, r.Method, u, body, hdr, int64(excerpt))
+	var res sendResult
+	attempts := 0
+	var waited time.Duration
+	for {
+		attempts++
+		res = a.do(ctx, t, r.Method, u, body, hdr, int64(excerpt))
+		if res.err != nil || !t.retries(res.resp.status, attempts) {
+			break
+		}
+		// The target refused it and asks (or may be asked) again later: the
+		// one retry countersign makes, opted in per target, with the same
+		// request, Idempotency-Key and receipt; the claim is re-checked on
+		// the new connection before it goes out.
+		w, ok := retryWait(res.resp.header, attempts)
+		if !ok || waited+w > MaxRetryTotal {
+			break // the target asks for longer than countersign waits
+		}
+		if dl, has := ctx.Deadline(); has && time.Until(dl) < w+t.timeout {
+			break
+		}
+		if !sleepCtx(ctx, w) {
+			break
+		}
+		waited += w
+	}
+	if res.err != nil && errors.Is(res.err, approval.ErrClaimLost) {
+		ee := approval.ClaimLostExecError(res.err)
+		if attempts > 1 {
+			ee.Message += fmt.Sprintf(" again: the %d earlier attempt(s) were refused by the target, so nothing was applied", attempts-1)
+			ee.Details["attempts"] = attempts - 1
+		}
+		return nil, ee
+	}
 	if res.err != nil {
 		d := map[string]any{"phase": "write"}
 		if isPrivate(res.err) {
@@ -88,8 +122,20 @@ func (a *Action) writeOnce(ctx context.Context, t *target, r *Request, idem, ifM
 		if unknown {
 			msg = fmt.Sprintf("a gateway in front of the target answered %s: the write may or may not have reached it", statusText(resp.status))
 		}
-		return nil, &approval.ExecError{Code: approval.CodeExecutionFailed, OutcomeUnknown: unknown, Message: msg,
-			Details: map[string]any{"status": resp.status, "body": ex}}
+		d := map[string]any{"status": resp.status, "body": ex}
+		if !unknown {
+			// It reached the target, which answered: sent and refused.
+			d["http_status"] = resp.status
+			msg += "; it reached the target and nothing was applied"
+		}
+		if ra, ok := retryAfter(resp.header); ok {
+			d["retry_after"] = int((ra + time.Second - 1) / time.Second)
+		}
+		if attempts > 1 {
+			d["attempts"] = attempts
+			msg += fmt.Sprintf(" (sent %d times with the same Idempotency-Key, as the target's retry allows)", attempts)
+		}
+		return nil, &approval.ExecError{Code: approval.CodeExecutionFailed, OutcomeUnknown: unknown, Message: msg, Details: d}
 	}
 	ex, cut := t.redactor.excerpt(resp.body, excerpt)
 	return &written{status: resp.status, excerpt: ex, cut: cut || resp.truncated}, nil

@@ -350,10 +350,17 @@ func (a *Action) Execute(ctx context.Context, op *approval.Operation) (json.RawM
 	}
 	var ch, ts string
 	err = a.retryRateLimited(ctx, func() error {
+		// The claim is re-checked right before each post (approval/fence.go).
+		if err := approval.CheckClaim(ctx); err != nil {
+			return err
+		}
 		var err error
 		ch, ts, err = a.cfg.Client.PostMessageContext(ctx, in.Channel, opts...)
 		return err
 	})
+	if errors.Is(err, approval.ErrClaimLost) {
+		return nil, approval.ClaimLostExecError(err)
+	}
 	if err != nil {
 		return nil, execError("post the message", op.Key, err)
 	}

@@ -293,3 +293,32 @@ func TestPreviewFlagsADateThatLinks(t *testing.T) {
 		t.Errorf("no warning about the date's link:\n%s", w)
 	}
 }
+
+// Each post, the rate-limited retries included, re-checks the claim: once
+// it is lost, nothing more is posted.
+func TestExecuteLostClaimPostsNothing(t *testing.T) {
+	fake := fakeslack.New(t)
+	a := slackpost.New(slackpost.Config{Client: fake.Client("xoxb"), Sleep: func(context.Context, time.Duration) {}})
+	p, err := prepare(t, a, `{"channel":"#general","text":"hi"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := op(t, slackpost.Name, p)
+	fake.Fail("chat.postMessage", 1, fakeslack.Failure{Status: 429, RetryAfter: time.Second})
+	checks := 0
+	ctx := approval.WithClaimCheck(bg, func(context.Context) error {
+		checks++
+		if checks > 1 {
+			return &approval.ClaimLostError{Status: approval.StatusFailed}
+		}
+		return nil
+	})
+	_, err = a.Execute(ctx, o)
+	var ee *approval.ExecError
+	if !errors.As(err, &ee) || ee.OutcomeUnknown || ee.Details["phase"] != "fence" {
+		t.Fatalf("error %v", err)
+	}
+	if n := len(fake.Messages(fake.ChannelID("#general"))); n != 0 || checks != 2 {
+		t.Fatalf("%d messages posted, %d checks", n, checks)
+	}
+}

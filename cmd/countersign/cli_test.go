@@ -94,7 +94,7 @@ func TestCommandLinesThatAreWrongExit2(t *testing.T) {
 		{[]string{"ops", "show", "op_short"}, "is not an operation key"},
 		{[]string{"ops", "cancel", "op_aaaaaaaaaaaaaaaaaaaaaaaaaa", "op_bbbbbbbbbbbbbbbbbbbbbbbbbb"}, "name one operation key"},
 		{[]string{"ops", "reconcile", "op_aaaaaaaaaaaaaaaaaaaaaaaaaa", "--outcome", "maybe", "--note", "x"}, "must be one of succeeded, failed"},
-		{[]string{"ops", "reconcile", "op_aaaaaaaaaaaaaaaaaaaaaaaaaa", "--note", "x"}, "--outcome succeeded or --outcome failed"},
+		{[]string{"ops", "reconcile", "op_aaaaaaaaaaaaaaaaaaaaaaaaaa", "--note", "x"}, "--outcome succeeded, failed or unknown"},
 		{[]string{"ops", "reconcile", "op_aaaaaaaaaaaaaaaaaaaaaaaaaa", "--outcome", "failed"}, "--note"},
 		{[]string{"keygen", "--id", "Support Agent"}, "lowercase letters"},
 		{[]string{"keygen", "extra"}, "unknown command"},

@@ -39,6 +39,9 @@ func httpTargets(file *config.File, env func(string) (string, bool)) ([]httpreq.
 			Name: t.Name, BaseURL: t.BaseURL, Headers: headers, StateFields: t.State.Fields, NoRead: !t.Reads(),
 			AllowPrivate: t.Private(), Timeout: time.Duration(t.Timeout), MaxBodyBytes: t.MaxBodyBytes,
 		}
+		if t.Retry != nil {
+			ht.Retry = &httpreq.Retry{On: t.Retry.On, Max: t.Retry.Max}
+		}
 		for _, a := range t.Allow {
 			ht.Allow = append(ht.Allow, httpreq.Rule{Method: a.Method, Path: a.Path, Query: a.Query})
 		}

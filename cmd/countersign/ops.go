@@ -222,21 +222,30 @@ func newOpsCancelCmd(c *cli) *cobra.Command {
 }
 
 func newOpsReconcileCmd(c *cli) *cobra.Command {
-	outcome := &enumFlag{allowed: []string{string(approval.StatusSucceeded), string(approval.StatusFailed)}}
+	outcome := &enumFlag{allowed: []string{string(approval.StatusSucceeded), string(approval.StatusFailed), string(approval.OutcomeUnknown)}}
 	var note string
 	cmd := &cobra.Command{
-		Use:   "reconcile KEY --outcome succeeded|failed --note TEXT",
+		Use:   "reconcile KEY --outcome succeeded|failed|unknown --note TEXT",
 		Short: "Settle an operation left executing, after checking the target",
 		Long: `countersign ops reconcile records the outcome of an operation left executing by a
-process that died after claiming it. countersign never retries such an operation on
+process that died or stopped after claiming it. countersign never retries such an operation on
 its own (at most once beats maybe twice): check the target first. Actions pass the
 operation key downstream (Message-ID, Idempotency-Key), so look for it there.
+
+An executor holds its claim with a lease it renews while it runs (settings.execution_lease,
+15 s by default). While the lease is live (ops show: lease_live) its process may still be
+writing, so the operation can be settled only as --outcome unknown; succeeded and failed are
+refused until the lease has run out. From the moment of any settlement the executor is
+fenced: it re-checks its claim before each effect and sends nothing more. An outcome it
+still reports (a write that was already on its way) is kept as the operation's late outcome
+(audit event late_outcome, result.late_outcome on ops show) without changing the status.
 The outcome and your note are kept in the audit.`,
-		Example: `  countersign ops reconcile op_… --outcome failed --note "no message with this Message-ID in the mailbox"`,
-		Args:    keyArg,
+		Example: `  countersign ops reconcile op_… --outcome failed --note "no message with this Message-ID in the mailbox"
+  countersign ops reconcile op_… --outcome unknown --note "executor host frozen; target unreachable"`,
+		Args: keyArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if outcome.value == "" {
-				return usagef("say what happened with --outcome succeeded or --outcome failed")
+				return usagef("say what happened with --outcome succeeded, failed or unknown")
 			}
 			if strings.TrimSpace(note) == "" {
 				return usagef("say what you checked with --note \"…\"; it is kept in the audit")
@@ -249,11 +258,15 @@ The outcome and your note are kept in the audit.`,
 			if err != nil {
 				return opsError(err, a.BaseURL())
 			}
-			fmt.Fprintf(c.stdout, "%s is %s (recorded in the audit with your note)\n", op.OperationKey, op.Status)
+			st := string(op.Status)
+			if outcome.value == string(approval.OutcomeUnknown) {
+				st += " with its outcome unknown"
+			}
+			fmt.Fprintf(c.stdout, "%s is %s (recorded in the audit with your note)\n", op.OperationKey, st)
 			return nil
 		},
 	}
-	cmd.Flags().Var(outcome, "outcome", "what the target shows happened: succeeded or failed")
+	cmd.Flags().Var(outcome, "outcome", "what the target shows happened: succeeded or failed (once the executor's lease ran out), or unknown")
 	cmd.Flags().StringVar(&note, "note", "", "what you checked (kept in the audit)")
 	_ = cmd.RegisterFlagCompletionFunc("outcome", completeFrom(outcome.allowed))
 	return cmd

@@ -108,8 +108,14 @@ func TestOpsAgainstDevelopmentMode(t *testing.T) {
 	if code, _, stderr := runCLI(t, env, "ops", "reconcile", stuck.Key, "--outcome", "maybe", "--note", "x"); code != 2 {
 		t.Errorf("reconcile --outcome maybe: exit %d %s", code, stderr)
 	}
-	code, out, stderr = runCLI(t, env, "ops", "reconcile", stuck.Key, "--outcome", "succeeded", "--note", "found it in the mailbox")
-	if code != 0 || !strings.Contains(out, stuck.Key+" is succeeded") {
+	// Its executor is alive (stalled at the SMTP server) and holds its
+	// lease: only an unknown settlement is accepted.
+	if code, _, stderr := runCLI(t, env, "ops", "reconcile", stuck.Key, "--outcome", "succeeded", "--note", "found it in the mailbox"); code != 1 ||
+		!strings.Contains(stderr, "invalid_state") || !strings.Contains(stderr, "lease") {
+		t.Errorf("reconcile as succeeded while the executor's lease is live: exit %d %s", code, stderr)
+	}
+	code, out, stderr = runCLI(t, env, "ops", "reconcile", stuck.Key, "--outcome", "unknown", "--note", "found it in the mailbox")
+	if code != 0 || !strings.Contains(out, stuck.Key+" is failed with its outcome unknown") {
 		t.Fatalf("ops reconcile: exit %d %s%s", code, out, stderr)
 	}
 	waitForLog(t, srv, `"event":"reconciled","actor":"operator:dev-operator"`)
@@ -132,10 +138,35 @@ func TestOpsAgainstDevelopmentMode(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil {
 		t.Fatalf("ops show: exit %d %v\n%s", code, err, out)
 	}
-	last := shown.Events[len(shown.Events)-1]
-	if shown.Operation.Status != "succeeded" || shown.Operation.Principal != "dev-agent" || last.Event != "reconciled" ||
-		last.Actor != "operator:dev-operator" || last.Details["note"] != "found it in the mailbox" {
+	var last struct {
+		Event   string         `json:"event"`
+		Actor   string         `json:"actor"`
+		Details map[string]any `json:"details"`
+	}
+	for _, ev := range shown.Events {
+		if ev.Event == "reconciled" {
+			last = ev
+		}
+	}
+	if shown.Operation.Status != "failed" || shown.Operation.Principal != "dev-agent" || last.Event != "reconciled" ||
+		last.Actor != "operator:dev-operator" || last.Details["note"] != "found it in the mailbox" || last.Details["outcome"] != "unknown" {
 		t.Errorf("ops show: %+v", shown)
+	}
+	// The stalled SMTP server lets the message through: the executor's
+	// outcome arrives after the settlement and is shown as the late outcome.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, out, _ = runCLI(t, env, "ops", "show", stuck.Key)
+		if strings.Contains(out, `"late_outcome"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ops show has no late outcome:\n%s", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.Contains(out, `"event": "late_outcome"`) || !strings.Contains(out, `"status": "failed"`) {
+		t.Errorf("ops show after the late outcome:\n%s", out)
 	}
 
 	if code, _, stderr := runCLI(t, srv.opsEnv("cso_wrong"), "ops", "show", stuck.Key); code != 1 || !strings.Contains(stderr, "unknown operator key") {

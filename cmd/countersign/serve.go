@@ -344,6 +344,7 @@ func (m *Main) Open(ctx context.Context) error {
 		OnEvent:  []func(approval.Event){metrics.OnEvent},
 		DraftTTL: time.Duration(file.Settings.DraftTTL), Retention: time.Duration(file.Settings.Retention),
 		DraftRetention: time.Duration(file.Settings.DraftRetention),
+		ExecutionLease: time.Duration(file.Settings.ExecutionLease),
 	})
 	if err != nil {
 		ln.Close()

@@ -133,10 +133,16 @@ func (s *Store) Claim(ctx context.Context, ref approval.Ref, t approval.ClaimTra
 	return s.Redis.Claim(ctx, ref, t)
 }
 
-func (s *Store) Finish(ctx context.Context, ref approval.Ref, t approval.FinishTransition) (err error) {
+func (s *Store) Finish(ctx context.Context, ref approval.Ref, t approval.FinishTransition) (_ bool, err error) {
 	ctx, sp := s.start(ctx, "Finish", ref)
 	defer func() { end(sp, err) }()
 	return s.Redis.Finish(ctx, ref, t)
+}
+
+func (s *Store) Fence(ctx context.Context, ref approval.Ref, token string, ttl time.Duration) (_ approval.FenceResult, _ approval.Status, err error) {
+	ctx, sp := s.start(ctx, "Fence", ref)
+	defer func() { end(sp, err) }()
+	return s.Redis.Fence(ctx, ref, token, ttl)
 }
 
 func (s *Store) Settle(ctx context.Context, ref approval.Ref, t approval.SettleTransition) (_ approval.Status, _ bool, err error) {

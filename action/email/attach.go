@@ -110,8 +110,16 @@ func badName(name string) string {
 		return "must not start with a dot"
 	case strings.ContainsAny(name, `"/:<>?\|`):
 		return `must not contain any of " / : < > ? \ |`
-	case strings.Contains(name, "=?"):
+	case strings.Contains(name, "=?") || encodedWord(name):
 		return `must not contain "=?" (mail programs would decode it)`
+	case strings.Contains(name, "*=") || strings.Contains(name, ";"):
+		// RFC 2231 parameter syntax (filename*=utf-8''…): a lenient
+		// parser reads a second, other name out of it.
+		return `must not contain ";" or "*=" (header parameter syntax that mail programs may read as another name)`
+	case strings.HasSuffix(name, "."):
+		// Windows drops trailing dots when it saves a file: "invoice.exe."
+		// would be saved, and run, as invoice.exe.
+		return "must not end with a dot (the recipient's system would drop it and change the file's type)"
 	case strings.IndexFunc(name, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }) >= 0:
 		return "must not contain control, invisible or direction-changing characters"
 	}

@@ -238,11 +238,27 @@ func compatible(declared, sniffed string) bool {
 	return false
 }
 
+// warning is one warning of the preview with its stable code.
+type warning struct{ code, msg string }
+
+// Stable codes of email.send's own warnings (SPEC §6).
+const (
+	warnBcc              = "bcc_recipients"
+	warnExternal         = "external_recipients"
+	warnExternalReplyTo  = "external_reply_to"
+	warnNameLikeAddress  = "display_name_address"
+	warnIDN              = "idn_domain"
+	warnDoubleExtension  = "double_extension"
+	warnNameTypeMismatch = "attachment_name_type_mismatch"
+	warnContentMismatch  = "attachment_content_mismatch"
+)
+
 // attachmentWarnings flag what deserves a second look before approving:
-// programs, two extensions, and a declared type the name or content
-// contradicts. Names are agent text: the renderer escapes them.
-func attachmentWarnings(as []Attachment) []string {
-	var w []string
+// programs, active documents (scripts, forms), two extensions, and a
+// declared type the name or content contradicts. Names are agent text:
+// the renderer escapes them.
+func attachmentWarnings(as []Attachment) []warning {
+	var w []warning
 	for _, a := range as {
 		data, _ := a.decoded()
 		last, inner := ext(a.Name)
@@ -250,16 +266,23 @@ func attachmentWarnings(as []Attachment) []string {
 		declared, _, _ := mime.ParseMediaType(a.ContentType)
 		switch {
 		case executableExt[last] || executableType[declared] || program:
-			w = append(w, fmt.Sprintf("Attachment %s is a program, a script or a document with macros: opening it can run code on the recipient's computer.", a.Name))
+			w = append(w, warning{approval.WarnActiveAttachment, fmt.Sprintf("Attachment %s is a program, a script or a document with macros: opening it can run code on the recipient's computer.", a.Name)})
+		default:
+			if text, ok := textOf(data); ok && isMarkup(a, text) {
+				if found := activeContent(text); len(found) > 0 {
+					w = append(w, warning{approval.WarnActiveAttachment, fmt.Sprintf("Attachment %s is a web document that acts when opened in a browser: it holds %s. "+
+						"Its source is shown below; it is sent as is.", a.Name, strings.Join(found, ", "))})
+				}
+			}
 		}
 		if inner != "" && extType[inner] != "" && last != inner && (executableExt[last] || extType[last] == "") {
-			w = append(w, fmt.Sprintf("Attachment %s has two extensions: it is a .%s file, not a .%s one, though many programs show only the first.", a.Name, last, inner))
+			w = append(w, warning{warnDoubleExtension, fmt.Sprintf("Attachment %s has two extensions: it is a .%s file, not a .%s one, though many programs show only the first.", a.Name, last, inner)})
 		}
 		if want := extType[last]; want != "" && !compatible(declared, want) && !compatible(want, declared) {
-			w = append(w, fmt.Sprintf("Attachment %s is named like %s but declared as %s.", a.Name, want, a.ContentType))
+			w = append(w, warning{warnNameTypeMismatch, fmt.Sprintf("Attachment %s is named like %s but declared as %s.", a.Name, want, a.ContentType)})
 		}
 		if !compatible(a.ContentType, sniffed) {
-			w = append(w, fmt.Sprintf("Attachment %s is declared as %s but its content looks like %s.", a.Name, a.ContentType, sniffed))
+			w = append(w, warning{warnContentMismatch, fmt.Sprintf("Attachment %s is declared as %s but its content looks like %s.", a.Name, a.ContentType, sniffed)})
 		}
 	}
 	return w

@@ -145,6 +145,7 @@ const (
 	WarnHiddenCharacters = "hidden_characters"
 	WarnHTMLDiffers      = "html_differs_from_text"
 	WarnHiddenHTMLText   = "hidden_html_text"
+	WarnUnshownHTMLText  = "html_text_not_shown"
 	WarnRemoteContent    = "remote_content"
 	WarnLookalikeLink    = "lookalike_link"
 	WarnMixedScript      = "mixed_script"

@@ -73,8 +73,12 @@ type HTMLPart struct {
 	Links []htmlview.Link
 	// Remote lists what the recipient's mail program may load from elsewhere.
 	Remote []string
-	// Hidden says styling hides some of it from the recipient.
-	Hidden bool
+	// Hidden says styling hides some of it from the recipient;
+	// HiddenText lists what (the first runs) and why.
+	Hidden     bool
+	HiddenText []htmlview.Hidden
+	// Unshown is text some mail programs show that Doc does not.
+	Unshown []string
 	// Lines estimates the height of Doc at phone width, in lines.
 	Lines int
 	// Mismatch compares its words with the text part ("text" field).
@@ -211,6 +215,12 @@ func (r *renderer) html(where, src, text string) *HTMLPart {
 	for _, u := range v.Remote {
 		h.Remote = append(h.Remote, r.line(where+" remote content", u))
 	}
+	for _, x := range v.HiddenText {
+		h.HiddenText = append(h.HiddenText, htmlview.Hidden{Text: r.line(where+" (hidden text)", x.Text), Why: x.Why})
+	}
+	for _, u := range v.Unshown {
+		h.Unshown = append(h.Unshown, r.line(where+" (text shown elsewhere)", u))
+	}
 	for i, w := range h.Mismatch.OnlyHTML {
 		h.Mismatch.OnlyHTML[i] = safetext.Line(w)
 	}
@@ -263,7 +273,22 @@ func (r *renderer) finish(m *Message) {
 			m.warn(WarnHTMLDiffers, s)
 		}
 		if h.Hidden {
-			m.warn(WarnHiddenHTMLText, "Part of the HTML part is hidden by its styling, so the recipient will not see it; it is shown here.")
+			s := "Part of the HTML part is hidden by its styling, so the recipient will not see it; it is shown here marked [hidden: …]."
+			var parts []string
+			for _, x := range h.HiddenText {
+				if x.Text == "" {
+					parts = append(parts, x.Why)
+				} else {
+					parts = append(parts, "“"+x.Text+"” ("+x.Why+")")
+				}
+			}
+			if len(parts) > 0 {
+				s += " Hidden: " + strings.Join(parts, "; ") + "."
+			}
+			m.warn(WarnHiddenHTMLText, s)
+		}
+		if len(h.Unshown) > 0 {
+			m.warn(WarnUnshownHTMLText, "Some mail programs show text of the HTML part that is not shown here: "+strings.Join(h.Unshown, "; ")+".")
 		}
 		if n := len(h.Remote); n > 0 {
 			m.warn(WarnRemoteContent, fmt.Sprintf("The HTML part loads %d remote resource%s (images, styles) that are not shown here "+

@@ -2,6 +2,7 @@ package approval_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,5 +51,43 @@ func TestAgentViewListsWhatHumansAreWarnedAbout(t *testing.T) {
 	v.Preview.Warnings[0] = "changed"
 	if again := approval.AgentView(op, now); !slices.Equal(again.Preview.Warnings, w) || again.Preview.Warnings[0] != "irreversible" {
 		t.Errorf("second read %q", again.Preview.Warnings)
+	}
+}
+
+// Hidden text that repeats the text part, under a visible HTML part that
+// says something else, raised no warning (issue 19 class 4): the human
+// (and the agent) are now told both that text is hidden, naming it, and
+// that what is visible differs from the text part.
+func TestHiddenHTMLTextWarned(t *testing.T) {
+	now := time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)
+	text := "Hello Ada, lunch on Friday at noon in the usual place? Best, Grace\n"
+	op := &approval.Operation{Key: "op_2", Action: "email.send", Status: approval.StatusPending, PayloadHash: "sha256:cd",
+		CreatedAt: now, ExpiresAt: now.Add(time.Hour), Preview: approval.Preview{Title: "t", Fields: []approval.Field{
+			{Name: "text", Label: "Text", Value: text, Long: true},
+			{Name: "html", Label: "HTML part", Format: approval.FormatHTML, Long: true, Value: `<style>.c{color:#fefefe}</style>` +
+				`<p>Please wire 90000 EUR to DE99 today.</p><div class=c>` + text + `</div><!--[if mso]>Outlook only words<![endif]-->`},
+		}}}
+	m := approval.BuildMessage(op, &approval.Policy{}, now)
+	var hidden, unshown string
+	for i, c := range m.WarningCodes {
+		switch c {
+		case approval.WarnHiddenHTMLText:
+			hidden = m.Warnings[i]
+		case approval.WarnUnshownHTMLText:
+			unshown = m.Warnings[i]
+		}
+	}
+	if !strings.Contains(hidden, "lunch on Friday") || !strings.Contains(hidden, "coloured like its background") {
+		t.Errorf("hidden warning %q", hidden)
+	}
+	if !strings.Contains(unshown, "Outlook only words") {
+		t.Errorf("unshown warning %q", unshown)
+	}
+	if !slices.Contains(m.WarningCodes, approval.WarnHTMLDiffers) {
+		t.Errorf("no html_differs_from_text: %q", m.WarningCodes)
+	}
+	v := approval.AgentView(op, now)
+	if !slices.Equal(v.Preview.WarningCodes, m.WarningCodes) {
+		t.Errorf("agent codes %q, human %q", v.Preview.WarningCodes, m.WarningCodes)
 	}
 }

@@ -13,46 +13,7 @@ import (
 // would paint it: every way of hiding below hides the secret, and the
 // visible text is left alone.
 func TestHiddenTextFoundWhateverTheTechnique(t *testing.T) {
-	const secret = "Wire 90000 EUR to DE99"
-	for _, c := range []struct{ name, html string }{
-		{"white on white", `<p style="color:#fff">` + secret + `</p>`},
-		{"near-white on white", `<p style="color:rgb(250,250,250)">` + secret + `</p>`},
-		{"named colour like the background", `<div style="background:navy"><span style="color:#000081">` + secret + `</span></div>`},
-		{"font colour attribute on a table colour", `<table bgcolor="#336699"><tr><td><font color="336699">` + secret + `</font></td></tr></table>`},
-		{"font colour on a dark box", `<div style="background:black"><font color="#010101">` + secret + `</font></div>`},
-		{"hsl like the background", `<div style="background-color:hsl(0,0%,100%)"><p style="color:hsla(0,0%,99%,1)">` + secret + `</p></div>`},
-		{"transparent colour", `<p style="color:rgba(0,0,0,0)">` + secret + `</p>`},
-		{"transparent fill", `<p style="-webkit-text-fill-color:transparent">` + secret + `</p>`},
-		{"class rule in a style sheet", `<style>.a{color:#fefefe}</style><p class=a>` + secret + `</p>`},
-		{"id rule with important", `<style>#x{display:none!important}</style><p id=x style="display:block">` + secret + `</p>`},
-		{"descendant selector", `<style>div p span{visibility:hidden}</style><div><p><span>` + secret + `</span></p></div>`},
-		{"media query", `<style>@media screen{.m{display:none}}</style><div class=m>` + secret + `</div>`},
-		{"attribute selector", `<style>[data-x="1"]{opacity:0}</style><div data-x=1>` + secret + `</div>`},
-		{"off-screen absolute", `<div style="position:absolute;left:-9999px">` + secret + `</div>`},
-		{"off-screen top in em", `<div style="position:fixed;top:-100em">` + secret + `</div>`},
-		{"text-indent", `<p style="text-indent:-10000px;overflow:hidden">` + secret + `</p>`},
-		{"negative margin", `<p style="margin-left:-5000px">` + secret + `</p>`},
-		{"tiny font", `<p style="font-size:1px">` + secret + `</p>`},
-		{"font shorthand", `<p style="font:0/0 a">` + secret + `</p>`},
-		{"relative tiny font", `<div style="font-size:2px"><p style="font-size:100%">` + secret + `</p></div>`},
-		{"opacity layers", `<div style="opacity:.3"><p style="opacity:.2">` + secret + `</p></div>`},
-		{"filter opacity", `<p style="filter:opacity(0)">` + secret + `</p>`},
-		{"scale zero", `<p style="transform:scale(0)">` + secret + `</p>`},
-		{"translate away", `<p style="transform:translateX(-9999px)">` + secret + `</p>`},
-		{"clip rect", `<p style="position:absolute;clip:rect(0 0 0 0)">` + secret + `</p>`},
-		{"clip-path", `<p style="clip-path:inset(50%)">` + secret + `</p>`},
-		{"zero box", `<div style="width:0;height:0;overflow:hidden">` + secret + `</div>`},
-		{"one pixel box", `<div style="width:1px;height:1px;overflow:hidden;position:absolute">` + secret + `</div>`},
-		{"max-height zero", `<div style="max-height:0;overflow:hidden">` + secret + `</div>`},
-		{"mso-hide", `<div style="mso-hide:all">` + secret + `</div>`},
-		{"hidden attribute", `<div hidden>` + secret + `</div>`},
-		{"closed details", `<details><summary>More</summary>` + secret + `</details>`},
-		{"visibility inherited", `<div style="visibility:hidden"><p><b>` + secret + `</b></p></div>`},
-		{"upper case", `<P STYLE="DISPLAY : NONE">` + secret + `</P>`},
-		{"comment inside the declaration", `<p style="display:/**/none">` + secret + `</p>`},
-		{"escaped property name", `<p style="displ\61 y:none">` + secret + `</p>`},
-		{"escaped in a sheet", `<style>.q{c\6f lor:#ffffff}</style><p class=q>` + secret + `</p>`},
-	} {
+	for _, c := range hidingCases {
 		t.Run(c.name, func(t *testing.T) {
 			v := htmlview.Render(`<p>Hello Ada, lunch on Friday?</p>` + c.html)
 			if !v.Hidden || len(v.HiddenText) == 0 {
@@ -78,17 +39,7 @@ func TestHiddenTextFoundWhateverTheTechnique(t *testing.T) {
 // boxes, light text on dark buttons, small print, visibility restored by
 // a descendant, a font-size reset inside a zero-size spacer.
 func TestVisibleStylingIsNotHiding(t *testing.T) {
-	for _, c := range []struct{ name, html string }{
-		{"light on dark button", `<table><tr><td bgcolor="#0b5394" style="padding:12px"><a href="https://x.example" style="color:#ffffff">Pay invoice</a></td></tr></table>`},
-		{"grey small print", `<p style="color:#666;font-size:11px">You receive this because you are a customer.</p>`},
-		{"dark body", `<body style="background:#111;color:#eee"><p>Dark mode newsletter</p></body>`},
-		{"visibility restored", `<div style="visibility:hidden"><p style="visibility:visible">Shown again</p></div>`},
-		{"font-size reset", `<div style="font-size:0"><span style="font-size:14px">Column text</span></div>`},
-		{"display rule for another class", `<style>.x{display:none}</style><p class=y>Plain paragraph</p>`},
-		{"hover rule colour", `<style>a:hover{color:#0000ee}</style><a href="https://x.example">A link</a>`},
-		{"relative shift", `<p style="position:relative;left:-10px">Slightly shifted</p>`},
-		{"open details", `<details open><summary>More</summary>Details shown</details>`},
-	} {
+	for _, c := range visibleCases {
 		t.Run(c.name, func(t *testing.T) {
 			v := htmlview.Render(c.html)
 			if v.Hidden {
@@ -125,4 +76,64 @@ func TestHiddenCopyOfTheTextPartDoesNotCount(t *testing.T) {
 	if !m.Differs {
 		t.Errorf("hidden copy counted: only HTML %q only text %q", m.OnlyHTML, m.OnlyText)
 	}
+}
+
+type styleCase struct{ name, html string }
+
+// secret is the text each hiding case hides.
+const secret = "Wire 90000 EUR to DE99"
+
+// hidingCases each hide secret from the reader (checked against Chromium
+// in TestHidingCasesAgreeWithChromium).
+var hidingCases = []styleCase{
+	{"white on white", `<p style="color:#fff">` + secret + `</p>`},
+	{"near-white on white", `<p style="color:rgb(250,250,250)">` + secret + `</p>`},
+	{"named colour like the background", `<div style="background:navy"><span style="color:#000081">` + secret + `</span></div>`},
+	{"font colour attribute on a table colour", `<table bgcolor="#336699"><tr><td><font color="336699">` + secret + `</font></td></tr></table>`},
+	{"font colour on a dark box", `<div style="background:black"><font color="#010101">` + secret + `</font></div>`},
+	{"hsl like the background", `<div style="background-color:hsl(0,0%,100%)"><p style="color:hsla(0,0%,99%,1)">` + secret + `</p></div>`},
+	{"transparent colour", `<p style="color:rgba(0,0,0,0)">` + secret + `</p>`},
+	{"transparent fill", `<p style="-webkit-text-fill-color:transparent">` + secret + `</p>`},
+	{"class rule in a style sheet", `<style>.a{color:#fefefe}</style><p class=a>` + secret + `</p>`},
+	{"id rule with important", `<style>#x{display:none!important}</style><p id=x style="display:block">` + secret + `</p>`},
+	{"descendant selector", `<style>div p span{visibility:hidden}</style><div><p><span>` + secret + `</span></p></div>`},
+	{"media query", `<style>@media screen{.m{display:none}}</style><div class=m>` + secret + `</div>`},
+	{"attribute selector", `<style>[data-x="1"]{opacity:0}</style><div data-x=1>` + secret + `</div>`},
+	{"off-screen absolute", `<div style="position:absolute;left:-9999px">` + secret + `</div>`},
+	{"off-screen top in em", `<div style="position:fixed;top:-100em">` + secret + `</div>`},
+	{"text-indent", `<p style="text-indent:-10000px;overflow:hidden">` + secret + `</p>`},
+	{"negative margin", `<p style="margin-left:-5000px">` + secret + `</p>`},
+	{"tiny font", `<p style="font-size:1px">` + secret + `</p>`},
+	{"font shorthand", `<p style="font:0/0 a">` + secret + `</p>`},
+	{"relative tiny font", `<div style="font-size:1px"><p style="font-size:100%">` + secret + `</p></div>`},
+	{"opacity layers", `<div style="opacity:.3"><p style="opacity:.2">` + secret + `</p></div>`},
+	{"filter opacity", `<p style="filter:opacity(0)">` + secret + `</p>`},
+	{"scale zero", `<p style="transform:scale(0)">` + secret + `</p>`},
+	{"translate away", `<p style="transform:translateX(-9999px)">` + secret + `</p>`},
+	{"clip rect", `<p style="position:absolute;clip:rect(0 0 0 0)">` + secret + `</p>`},
+	{"clip-path", `<p style="clip-path:inset(50%)">` + secret + `</p>`},
+	{"zero box", `<div style="width:0;height:0;overflow:hidden">` + secret + `</div>`},
+	{"one pixel box", `<div style="width:1px;height:1px;overflow:hidden;position:absolute">` + secret + `</div>`},
+	{"max-height zero", `<div style="max-height:0;overflow:hidden">` + secret + `</div>`},
+	{"mso-hide", `<div style="mso-hide:all">` + secret + `</div>`},
+	{"hidden attribute", `<div hidden>` + secret + `</div>`},
+	{"closed details", `<details><summary>More</summary>` + secret + `</details>`},
+	{"visibility inherited", `<div style="visibility:hidden"><p><b>` + secret + `</b></p></div>`},
+	{"upper case", `<P STYLE="DISPLAY : NONE">` + secret + `</P>`},
+	{"comment inside the declaration", `<p style="display:/**/none">` + secret + `</p>`},
+	{"escaped property name", `<p style="displ\61 y:none">` + secret + `</p>`},
+	{"escaped in a sheet", `<style>.q{c\6f lor:#ffffff}</style><p class=q>` + secret + `</p>`},
+}
+
+// visibleCases each show their text (checked against Chromium too).
+var visibleCases = []styleCase{
+	{"light on dark button", `<table><tr><td bgcolor="#0b5394" style="padding:12px"><a href="https://x.example" style="color:#ffffff">Pay invoice</a></td></tr></table>`},
+	{"grey small print", `<p style="color:#666;font-size:11px">You receive this because you are a customer.</p>`},
+	{"dark body", `<body style="background:#111;color:#eee"><p>Dark mode newsletter</p></body>`},
+	{"visibility restored", `<div style="visibility:hidden"><p style="visibility:visible">Shown again</p></div>`},
+	{"font-size reset", `<div style="font-size:0"><span style="font-size:14px">Column text</span></div>`},
+	{"display rule for another class", `<style>.x{display:none}</style><p class=y>Plain paragraph</p>`},
+	{"hover rule colour", `<style>a:hover{color:#0000ee}</style><a href="https://x.example">A link</a>`},
+	{"relative shift", `<p style="position:relative;left:-10px">Slightly shifted</p>`},
+	{"open details", `<details open><summary>More</summary>Details shown</details>`},
 }

@@ -522,11 +522,25 @@ func cascade(rules []rule, n *html.Node) map[string]string {
 // expand turns the shorthands that matter here into longhands.
 func expand(d decl) []decl {
 	switch d.prop {
-	case "background":
+	case "background", "background-image":
+		// A colour, or the first colour of a gradient (a gradient of one
+		// colour paints like that colour).
 		for _, tok := range cssTokens(d.val) {
 			if _, ok := parseColor(tok); ok {
 				return []decl{{prop: "background-color", val: tok}}
 			}
+			if strings.Contains(tok, "gradient(") && strings.HasSuffix(tok, ")") {
+				for _, arg := range splitTop(tok[strings.IndexByte(tok, '(')+1:len(tok)-1], ',') {
+					if c := strings.Fields(arg); len(c) > 0 {
+						if _, ok := parseColor(c[0]); ok {
+							return []decl{{prop: "background-color", val: c[0]}}
+						}
+					}
+				}
+			}
+		}
+		if d.prop == "background-image" {
+			return nil
 		}
 		return []decl{{prop: "background-color", val: "transparent"}}
 	case "inset":

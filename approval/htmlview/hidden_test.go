@@ -69,6 +69,15 @@ func TestTextShownElsewhereIsListed(t *testing.T) {
 // Hidden text that repeats the text part while the visible HTML says
 // something else: the words compared are the visible ones, so the parts
 // differ (issue 19).
+func TestRemoteStyleSheetCountsAsHiding(t *testing.T) {
+	for _, h := range []string{`<link rel="stylesheet" href="https://evil.example/s.css"><p>Hi</p>`,
+		`<style>@import "https://evil.example/s.css";</style><p>Hi</p>`} {
+		if v := htmlview.Render(h); !v.Hidden || len(v.HiddenText) == 0 || !strings.Contains(v.HiddenText[0].Why, "remote style sheet") {
+			t.Errorf("%s: %+v", h, v.HiddenText)
+		}
+	}
+}
+
 func TestHiddenCopyOfTheTextPartDoesNotCount(t *testing.T) {
 	text := "Hello Ada, lunch on Friday at noon in the usual place? Best, Grace\n"
 	html := `<p>Please wire 90000 EUR to DE99 today.</p><div style="color:#fff;font-size:1px">` + text + `</div>`

@@ -108,6 +108,10 @@ func Render(src string) View {
 	}
 	w := &walker{v: &v}
 	w.scan(root)
+	if w.remoteSheet {
+		v.Hidden = true
+		v.HiddenText = append(v.HiddenText, Hidden{Why: "it loads a remote style sheet, which can hide or change any of its text; what it hides is not known here"})
+	}
 	if w.tooMany {
 		v.Hidden = true
 		v.HiddenText = append(v.HiddenText, Hidden{Why: "its style sheet has more rules than are evaluated here, so what it hides is not known"})
@@ -136,6 +140,7 @@ type walker struct {
 	rules        []rule
 	order        int
 	tooMany      bool
+	remoteSheet  bool
 }
 
 // hidden records a run of text the recipient does not see.
@@ -239,6 +244,7 @@ func (w *walker) scan(n *html.Node) {
 				}
 				for _, m := range cssImport.FindAllStringSubmatch(c.Data, -1) {
 					w.remote(m[1])
+					w.remoteSheet = true
 				}
 				if !w.tooMany {
 					w.tooMany = parseSheet(c.Data, &w.rules, &w.order)
@@ -246,6 +252,9 @@ func (w *walker) scan(n *html.Node) {
 			}
 		case atom.Link:
 			w.remote(attr(n, "href"))
+			if strings.Contains(strings.ToLower(attr(n, "rel")), "stylesheet") {
+				w.remoteSheet = true
+			}
 		}
 	}
 	for c := n.FirstChild; c != nil; c = c.NextSibling {

@@ -2,6 +2,7 @@ package htmlview
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -470,18 +471,62 @@ func prevElement(n *html.Node) *html.Node {
 	return nil
 }
 
+// ruleIndex finds the rules that may match an element by the id, class
+// or tag their subject requires, so that a long style sheet costs little
+// per element.
+type ruleIndex struct {
+	rules                []rule
+	byID, byClass, byTag map[string][]int
+	any                  []int
+	buf                  []int
+}
+
+func newRuleIndex(rules []rule) *ruleIndex {
+	ix := &ruleIndex{rules: rules, byID: map[string][]int{}, byClass: map[string][]int{}, byTag: map[string][]int{}}
+	for i, r := range rules {
+		c := r.sel[0]
+		switch {
+		case c.id != "":
+			ix.byID[c.id] = append(ix.byID[c.id], i)
+		case len(c.classes) > 0:
+			ix.byClass[c.classes[0]] = append(ix.byClass[c.classes[0]], i)
+		case c.tag != "":
+			ix.byTag[c.tag] = append(ix.byTag[c.tag], i)
+		default:
+			ix.any = append(ix.any, i)
+		}
+	}
+	return ix
+}
+
+// candidates are the rules that may match n, in sheet order.
+func (ix *ruleIndex) candidates(n *html.Node) []int {
+	out := append(ix.buf[:0], ix.any...)
+	out = append(out, ix.byTag[n.Data]...)
+	if id := attr(n, "id"); id != "" {
+		out = append(out, ix.byID[id]...)
+	}
+	for _, c := range strings.Fields(attr(n, "class")) {
+		out = append(out, ix.byClass[c]...)
+	}
+	sort.Ints(out)
+	out = slices.Compact(out)
+	ix.buf = out
+	return out
+}
+
 // cascade is the declared value of each property of element n: sheet
 // rules by importance, specificity and order, the style attribute above
 // the sheet's normal rules and below its important ones.
-func cascade(rules []rule, n *html.Node) map[string]string {
+func cascade(ix *ruleIndex, n *html.Node) map[string]string {
 	type cand struct {
 		d          decl
 		imp, local int
 		spec, ord  int
 	}
 	var cs []cand
-	for i := range rules {
-		r := &rules[i]
+	for _, i := range ix.candidates(n) {
+		r := &ix.rules[i]
 		if r.pseudo != "" || !r.matches(n) {
 			continue
 		}

@@ -141,6 +141,7 @@ type walker struct {
 	order        int
 	tooMany      bool
 	remoteSheet  bool
+	index        *ruleIndex
 }
 
 // hidden records a run of text the recipient does not see.
@@ -346,7 +347,10 @@ func (w *walker) walk(n *html.Node, l look) {
 	if n.Type == html.ElementNode {
 		var props map[string]string
 		if len(w.rules) > 0 || hasAttr(n, "style") {
-			props = cascade(w.rules, n)
+			if w.index == nil {
+				w.index = newRuleIndex(w.rules)
+			}
+			props = cascade(w.index, n)
 		}
 		l = child(l, n, props)
 	}

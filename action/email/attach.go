@@ -161,6 +161,10 @@ var (
 		"apk": true, "dmg": true, "pkg": true, "deb": true, "rpm": true, "lnk": true, "reg": true, "iso": true,
 		"img": true, "vhd": true, "appimage": true, "run": true, "elf": true, "so": true, "dylib": true,
 		"docm": true, "xlsm": true, "pptm": true, "dotm": true, "xltm": true, "xlam": true, "one": true,
+		// Shortcuts, help files and installers that run or fetch code when opened.
+		"chm": true, "url": true, "website": true, "webloc": true, "desktop": true, "scf": true, "inf": true, "sct": true,
+		"wsc": true, "xll": true, "vhdx": true, "msix": true, "appx": true, "application": true, "cab": true,
+		"settingcontent-ms": true, "library-ms": true, "search-ms": true, "jnlp": true, "pyw": true,
 	}
 	executableType = map[string]bool{
 		"application/x-msdownload": true, "application/x-msdos-program": true, "application/x-executable": true,

@@ -137,3 +137,25 @@ func q(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// A display name that reads as an address with a full-width @ was not
+// flagged, nor an internationalized Reply-To domain (issue 19 class 3).
+func TestLookAlikeNamesAndReplyToDomainWarned(t *testing.T) {
+	a := newAction(t, nil, email.Limits{})
+	p, err := prepare(t, a, `{"to":["ceo＠corp.example <x@client.example>"],"reply_to":"billing@bücher.example","subject":"S","text":"t"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var named, idn bool
+	for i, w := range p.Preview.Warnings {
+		switch p.Preview.Code(i) {
+		case "display_name_address":
+			named = strings.Contains(w, "ceo＠corp.example")
+		case "idn_domain":
+			idn = strings.Contains(w, "billing@xn--bcher-kva.example")
+		}
+	}
+	if !named || !idn {
+		t.Errorf("warnings %q codes %q", p.Preview.Warnings, p.Preview.WarningCodes)
+	}
+}

@@ -100,6 +100,11 @@ func warnings(in *Input) []warning {
 			idn = append(idn, r.Address)
 		}
 	}
+	if r := in.ReplyTo; r != nil {
+		if d := r.domain(); strings.HasPrefix(d, "xn--") || strings.Contains(d, ".xn--") {
+			idn = append(idn, r.Address)
+		}
+	}
 	if len(external) > 0 && strings.Contains(own, ".") {
 		w = append(w, warning{warnExternal, fmt.Sprintf("Recipients outside %s: %s.", own, list(external))})
 	}
@@ -112,11 +117,11 @@ func warnings(in *Input) []warning {
 	}
 	var named []string
 	for _, r := range in.recipients() {
-		if strings.ContainsAny(r.Name, "@<>") {
+		if strings.ContainsAny(r.Name, addressLike) {
 			named = append(named, r.String())
 		}
 	}
-	if in.ReplyTo != nil && strings.ContainsAny(in.ReplyTo.Name, "@<>") {
+	if in.ReplyTo != nil && strings.ContainsAny(in.ReplyTo.Name, addressLike) {
 		named = append(named, in.ReplyTo.String())
 	}
 	if len(named) > 0 {
@@ -127,6 +132,11 @@ func warnings(in *Input) []warning {
 	}
 	return append(w, attachmentWarnings(in.Attachments)...)
 }
+
+// addressLike are the characters that make a display name read as an
+// address: @ and angle brackets, in ASCII and in their full-width and
+// small look-alikes.
+const addressLike = "@<>＠﹫＜＞﹤﹥‹›〈〉"
 
 func addresses(l []Address) []string {
 	s := make([]string, len(l))

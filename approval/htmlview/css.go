@@ -50,6 +50,13 @@ type attrSel struct{ name, op, val string }
 // parseSheet reads the rules of a style sheet (comments removed, at-rules
 // such as @media and @supports read as if they applied).
 func parseSheet(css string, rules *[]rule, order *int) (tooMany bool) {
+	return parseRules(css, rules, order, false)
+}
+
+// parseRules reads rules; noColors drops the colour declarations (inside
+// a dark-scheme media query, where the mail program paints its own dark
+// background too, so its colours are not compared with the light one).
+func parseRules(css string, rules *[]rule, order *int, noColors bool) (tooMany bool) {
 	css = stripComments(css)
 	for len(css) > 0 {
 		open := strings.IndexByte(css, '{')
@@ -71,15 +78,25 @@ func parseSheet(css string, rules *[]rule, order *int) (tooMany bool) {
 		}
 		if strings.HasPrefix(prelude, "@") {
 			name := strings.ToLower(strings.Fields(prelude + " ")[0])
-			switch name {
-			case "@media", "@supports", "@document", "@-moz-document", "@layer", "@container", "@scope":
-				if parseSheet(body, rules, order) {
+			lp := strings.ToLower(prelude)
+			switch {
+			case name == "@media" && (strings.Contains(lp, "print") || strings.Contains(lp, "speech")) && !strings.Contains(lp, "screen") && !strings.Contains(lp, "all"):
+				// Not what a reader sees on screen.
+			case name == "@media" || name == "@supports" || name == "@document" || name == "@-moz-document" ||
+				name == "@layer" || name == "@container" || name == "@scope":
+				dark := noColors || strings.Contains(lp, "prefers-color-scheme") && strings.Contains(lp, "dark")
+				if parseRules(body, rules, order, dark) {
 					return true
 				}
 			}
 			continue
 		}
 		decls := parseDecls(body)
+		if noColors {
+			decls = slices.DeleteFunc(decls, func(d decl) bool {
+				return d.prop == "color" || strings.HasPrefix(d.prop, "background") || d.prop == "-webkit-text-fill-color"
+			})
+		}
 		for _, s := range splitTop(prelude, ',') {
 			r, ok := parseSelector(s)
 			if !ok {

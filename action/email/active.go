@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf16"
@@ -238,4 +240,46 @@ func textLike(declared, last string) bool {
 		return true
 	}
 	return false
+}
+
+// pdfName is a PDF name token (/JavaScript, or escaped /J#61vaScript).
+var pdfName = regexp.MustCompile(`/[A-Za-z0-9#]+`)
+
+// pdfActive lists what in a PDF acts when it is opened: scripts, launched
+// programs, forms that submit, embedded files. Names inside compressed
+// object streams are not read (a PDF can hide them there); this catches
+// the plain ones, escaped names included.
+func pdfActive(data []byte) []string {
+	var found []string
+	what := map[string]string{"/JavaScript": "a script", "/JS": "a script", "/Launch": "an action that launches a program",
+		"/SubmitForm": "a form that sends what is typed elsewhere", "/EmbeddedFile": "an embedded file",
+		"/RichMedia": "embedded media that can run code", "/XFA": "an XFA form (can run scripts)", "/ImportData": "an action that imports data"}
+	for _, m := range pdfName.FindAll(data, -1) {
+		name := string(m)
+		if strings.Contains(name, "#") {
+			name = unescapePDFName(name)
+		}
+		if w, ok := what[name]; ok && !containsStr(found, w) {
+			found = append(found, w)
+			if len(found) >= 4 {
+				break
+			}
+		}
+	}
+	return found
+}
+
+func unescapePDFName(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '#' && i+2 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

@@ -58,6 +58,8 @@ func TestActiveAttachmentsWarned(t *testing.T) {
 		{"xhtml form", att("f.xhtml", "application/xhtml+xml", []byte(`<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml"><form action="https://evil.example/"/></html>`)), []string{"https://evil.example/"}},
 		{"hta is a program", att("run.hta", "application/hta", []byte(`<html><script>x</script></html>`)), []string{"program"}},
 		{"js is a program", att("run.js", "text/plain", []byte(`WScript.Echo(1)`)), []string{"program"}},
+		{"pdf with a script", att("invoice.pdf", "application/pdf", []byte("%PDF-1.7\n1 0 obj << /Type /Catalog /OpenAction << /S /JavaScript /JS (app.alert(1)) >> >> endobj\n%%EOF\n")), []string{"a script"}},
+		{"pdf with an escaped launch", att("scan.pdf", "application/pdf", []byte("%PDF-1.4\n1 0 obj << /OpenAction << /S /L#61unch /F (cmd.exe) >> >> endobj\n%%EOF\n")), []string{"launches a program"}},
 		{"compiled help is a program", att("manual.chm", "application/octet-stream", []byte("ITSF\x03\x00\x00\x00")), []string{"program"}},
 		{"internet shortcut", att("portal.url", "application/octet-stream", []byte("[InternetShortcut]\nURL=file://evil.example/x\n")), []string{"program"}},
 	} {

@@ -272,6 +272,14 @@ func attachmentWarnings(as []Attachment) []warning {
 		case executableExt[last] || executableType[declared] || program:
 			w = append(w, warning{approval.WarnActiveAttachment, fmt.Sprintf("Attachment %s is a program, a script or a document with macros: opening it can run code on the recipient's computer.", a.Name)})
 		default:
+			// Readers find a PDF header within the first KiB; a file can be
+			// a PDF and a web document at once, so both are read.
+			if bytes.Contains(data[:min(len(data), 1024)], []byte("%PDF-")) {
+				if found := pdfActive(data); len(found) > 0 {
+					w = append(w, warning{approval.WarnActiveAttachment, fmt.Sprintf("Attachment %s is a PDF that acts when opened: it holds %s.",
+						a.Name, strings.Join(found, ", "))})
+				}
+			}
 			if text, ok := textOf(data); ok && isMarkup(a, text) {
 				if found := activeContent(text); len(found) > 0 {
 					w = append(w, warning{approval.WarnActiveAttachment, fmt.Sprintf("Attachment %s is a web document that acts when opened in a browser: it holds %s. "+

@@ -3,6 +3,8 @@ package htmlview_test
 import (
 	"bytes"
 	"encoding/base64"
+	"fmt"
+	"html"
 	"image"
 	"image/png"
 	"strings"
@@ -12,81 +14,112 @@ import (
 	"github.com/countersign/countersign/internal/browsertest"
 )
 
-// The cascade is checked against a real renderer: each case is painted
-// by headless Chromium twice, as written and with its text made
-// invisible (wrapped in visibility:hidden, which keeps the layout), and
-// the text counts as seen when the two pictures differ by more than a
-// faint trace. Every hiding case must be unseen in Chromium and found
+// The cascade is checked against a real renderer: every case is painted
+// by headless Chromium (each in its own frame of one page) twice, as
+// written and with its text made invisible (wrapped in
+// visibility:hidden, which keeps the layout), and the text counts as
+// seen when the two pictures of its frame differ by more than a faint
+// trace. Every hiding case must be unseen in Chromium and found
 // hidden by Render; every visible case seen and not reported. (Skips
 // when Chromium is not installed.)
 func TestHidingCasesAgreeWithChromium(t *testing.T) {
 	if testing.Short() {
-		t.Skip("paints about 90 pages in Chromium")
+		t.Skip("paints every case in Chromium")
 	}
-	b := browsertest.Start(t)
-	p := b.NewPage(t, browsertest.Viewport{Width: 640, Height: 360, DeviceScaleFactor: 1})
-	seen := func(doc, text string) bool {
-		t.Helper()
-		p.Navigate("data:text/html;charset=utf-8;base64," + base64.StdEncoding.EncodeToString([]byte(doc)))
-		before := p.Screenshot(true)
-		var n int
-		p.Eval(`(() => { let n = 0; const w = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT); const found = [];
-			for (let t = w.nextNode(); t; t = w.nextNode()) { const v = t.nodeValue.trim().toLowerCase(), want = `+jsQuote(strings.ToLower(text))+`;
-				if (v !== "" && (v.includes(want) || want.includes(v))) found.push(t); }
-			for (const t of found) { const s = document.createElement("span"); s.style.setProperty("visibility", "hidden", "important");
-				t.parentNode.insertBefore(s, t); s.appendChild(t); n++; }
-			return n; })()`, &n)
-		if n == 0 {
-			t.Fatalf("text %q not found in the document", text)
-		}
-		return differs(t, before, p.Screenshot(true))
+	type item struct {
+		name, doc, text string
+		hidden          bool
 	}
+	var items []item
 	for _, c := range hidingCases {
 		if c.name == "mso-hide" || c.name == "dark scheme display" {
 			continue // only Outlook honours mso-hide; Chromium paints the light scheme
 		}
 		doc := `<!doctype html><html><body><p>Hello Ada, lunch on Friday?</p>` + c.html + `</body></html>`
-		if strings.Contains(c.html, "<body") {
-			doc = `<!doctype html><html>` + strings.Replace(c.html, "<body", "<body><p>Hello Ada, lunch on Friday?</p><div", 1) + `</html>`
-		}
-		if seen(doc, secret) {
-			t.Errorf("%s: Chromium shows the text that the case means to hide", c.name)
-		}
-		if v := htmlview.Render(doc); !v.Hidden {
-			t.Errorf("%s: Render did not find it hidden", c.name)
-		}
+		items = append(items, item{c.name, doc, secret, true})
 	}
 	for _, c := range visibleCases {
-		v := htmlview.Render(c.html)
-		text := strings.TrimSpace(v.Words)
-		words := strings.Fields(text)
+		words := strings.Fields(htmlview.Render(c.html).Words)
 		if len(words) == 0 {
 			t.Fatalf("%s: no words", c.name)
 		}
-		word := words[len(words)-1]
-		if !seen(`<!doctype html><html>`+c.html+`</html>`, word) {
-			t.Errorf("%s: Chromium does not show %q", c.name, word)
+		items = append(items, item{c.name, `<!doctype html><html>` + c.html + `</html>`, words[len(words)-1], false})
+	}
+	// One page, each case in its own frame (its own document and style
+	// sheet), painted twice: as written, and with each case's text
+	// wrapped in visibility:hidden (which keeps the layout).
+	const frameH = 300
+	var page strings.Builder
+	page.WriteString(`<!doctype html><html><body style="margin:0">`)
+	for _, it := range items {
+		fmt.Fprintf(&page, `<iframe style="display:block;border:0;margin:0 0 20px 0;width:600px;height:%dpx" srcdoc="%s"></iframe>`, frameH, html.EscapeString(it.doc))
+	}
+	page.WriteString(`</body></html>`)
+	b := browsertest.Start(t)
+	p := b.NewPage(t, browsertest.Viewport{Width: 640, Height: 480, DeviceScaleFactor: 1})
+	p.Navigate("data:text/html;charset=utf-8;base64," + base64.StdEncoding.EncodeToString([]byte(page.String())))
+	before := p.Screenshot(true)
+	texts := make([]string, len(items))
+	for i, it := range items {
+		texts[i] = strings.ToLower(it.text)
+	}
+	var wrapped []int
+	p.Eval(`(() => { const texts = `+jsArray(texts)+`; const frames = document.querySelectorAll("iframe"); const counts = [];
+		frames.forEach((f, i) => { const d = f.contentDocument; let n = 0; const found = [];
+			const w = d.createTreeWalker(d.body || d.documentElement, NodeFilter.SHOW_TEXT);
+			for (let t = w.nextNode(); t; t = w.nextNode()) { const v = t.nodeValue.trim().toLowerCase();
+				if (v !== "" && (v.includes(texts[i]) || texts[i].includes(v))) found.push(t); }
+			for (const t of found) { const s = d.createElement("span"); s.style.setProperty("visibility", "hidden", "important");
+				t.parentNode.insertBefore(s, t); s.appendChild(t); n++; }
+			counts.push(n); });
+		return counts; })()`, &wrapped)
+	after := p.Screenshot(true)
+	ia, ib := decode(t, before), decode(t, after)
+	for i, it := range items {
+		if i >= len(wrapped) || wrapped[i] == 0 {
+			t.Errorf("%s: text %q not found in its frame", it.name, it.text)
+			continue
 		}
-		if v.Hidden {
-			t.Errorf("%s: Render reported it hidden: %+v", c.name, v.HiddenText)
+		seen := differs(ia, ib, image.Rect(0, i*(frameH+20), 600, i*(frameH+20)+frameH))
+		v := htmlview.Render(it.doc)
+		switch {
+		case it.hidden && seen:
+			t.Errorf("%s: Chromium shows the text that the case means to hide", it.name)
+		case it.hidden && !v.Hidden:
+			t.Errorf("%s: Render did not find it hidden", it.name)
+		case !it.hidden && !seen:
+			t.Errorf("%s: Chromium does not show %q", it.name, it.text)
+		case !it.hidden && v.Hidden:
+			t.Errorf("%s: Render reported it hidden: %+v", it.name, v.HiddenText)
 		}
 	}
 }
 
-// differs reports whether two screenshots differ in more than a few
-// pixels by more than a faint trace (48 of 255 in a channel).
-func differs(t *testing.T, a, b []byte) bool {
+func decode(t *testing.T, b []byte) image.Image {
 	t.Helper()
-	ia, err1 := png.Decode(bytes.NewReader(a))
-	ib, err2 := png.Decode(bytes.NewReader(b))
-	if err1 != nil || err2 != nil {
-		t.Fatalf("decode screenshots: %v %v", err1, err2)
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("decode screenshot: %v", err)
 	}
-	r := ia.Bounds().Intersect(ib.Bounds())
+	return img
+}
+
+func jsArray(l []string) string {
+	q := make([]string, len(l))
+	for i, s := range l {
+		q[i] = jsQuote(s)
+	}
+	return "[" + strings.Join(q, ",") + "]"
+}
+
+// differs reports whether two screenshots differ within r in more than
+// a few pixels by more than a faint trace (48 of 255 in a channel).
+func differs(a, b image.Image, r image.Rectangle) bool {
+	r = r.Intersect(a.Bounds()).Intersect(b.Bounds())
 	n := 0
 	for y := r.Min.Y; y < r.Max.Y; y++ {
 		for x := r.Min.X; x < r.Max.X; x++ {
-			if far(ia, ib, x, y) {
+			if far(a, b, x, y) {
 				n++
 			}
 		}

@@ -95,6 +95,14 @@ const secret = "Wire 90000 EUR to DE99"
 // hidingCases each hide secret from the reader (checked against Chromium
 // in TestHidingCasesAgreeWithChromium).
 var hidingCases = []styleCase{
+	{"indent past the right edge", `<div style="width:300px;text-indent:100%;white-space:nowrap;overflow:hidden">` + secret + `</div>`},
+	{"height zero overflow hidden", `<div style="height:0;overflow:hidden">` + secret + `</div>`},
+	{"almost transparent colour", `<p style="color:rgba(255,0,0,0.02)">` + secret + `</p>`},
+	{"same colour and background", `<p style="color:white;background-color:white">` + secret + `</p>`},
+	{"grey page, grey text", `<body style="background:#f4f4f4"><p style="color:#f5f5f5">` + secret + `</p></body>`},
+	{"screen-reader only", `<div style="position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(1px,1px,1px,1px)">` + secret + `</div>`},
+	{"scale nearly zero", `<div style="transform:scale(0.01)">` + secret + `</div>`},
+	{"hidden table", `<table style="display:none !important"><tr><td>` + secret + `</td></tr></table>`},
 	{"white on white", `<p style="color:#fff">` + secret + `</p>`},
 	{"near-white on white", `<p style="color:rgb(250,250,250)">` + secret + `</p>`},
 	{"named colour like the background", `<div style="background:navy"><span style="color:#000081">` + secret + `</span></div>`},

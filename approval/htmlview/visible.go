@@ -203,6 +203,10 @@ func child(p look, n *html.Node, props map[string]string) look {
 				hide("in a box too small to show it (" + k + ")")
 			}
 		}
+		// Indented past its own right edge (the "text-indent: 100%" way).
+		if v, ok := offset(get("text-indent"), l.fontPx); ok && v >= 500 {
+			hide("indented out of its box (text-indent)")
+		}
 		if lh, ok := length(get("line-height"), l.fontPx); ok && lh <= 1 {
 			if h, ok := length(get("height"), l.fontPx); ok && h <= l.fontPx/2 {
 				hide("in a box too small to show it (line-height)")

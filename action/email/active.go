@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/net/html"
+	"golang.org/x/text/encoding/htmlindex"
 
 	"github.com/countersign/countersign/approval"
 )
@@ -208,6 +209,16 @@ func shownAttachment(i int, a Attachment) (approval.Field, bool) {
 		}
 	}
 	text, ok := textOf(data)
+	if _, params, err := mime.ParseMediaType(a.ContentType); err == nil && ok {
+		// Decoded by the declared charset, as the recipient's program does.
+		if cs := params["charset"]; cs != "" && cs != "utf-8" && cs != "us-ascii" && !strings.HasPrefix(cs, "utf-16") {
+			if enc, err := htmlindex.Get(cs); err == nil {
+				if d, err := enc.NewDecoder().Bytes(data); err == nil {
+					text = string(d)
+				}
+			}
+		}
+	}
 	if !ok {
 		return approval.Field{}, false
 	}
@@ -282,4 +293,20 @@ func unescapePDFName(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// knownCharset reports whether cs is a charset whose bytes every mail
+// program and this preview decode alike.
+func knownCharset(cs string) bool {
+	switch {
+	case cs == "utf-8", cs == "us-ascii", cs == "utf-16", cs == "utf-16le", cs == "utf-16be":
+		return true
+	case strings.HasPrefix(cs, "iso-8859-") && len(cs) <= len("iso-8859-15"):
+		_, err := htmlindex.Get(cs)
+		return err == nil
+	case strings.HasPrefix(cs, "windows-125") && len(cs) == len("windows-1252"):
+		_, err := htmlindex.Get(cs)
+		return err == nil
+	}
+	return false
 }

@@ -158,3 +158,34 @@ func TestTextAttachmentsShownAsSource(t *testing.T) {
 		t.Errorf("no hidden_characters warning naming the attachment: %q", m.Warnings)
 	}
 }
+
+// An attachment's declared charset is how the recipient decodes it: UTF-7
+// and other charsets that would read one way here and another there are
+// refused, and a legacy charset is shown decoded as the recipient reads
+// it (issue 19 class 3).
+func TestAttachmentCharsetReadAsTheRecipientReadsIt(t *testing.T) {
+	a := newAction(t, nil, email.Limits{})
+	for _, cs := range []string{"utf-7", "x-user-defined", "shift_jis", "iso-2022-jp"} {
+		_, err := prepare(t, a, withAttachments(att("n.txt", "text/plain; charset="+cs, []byte("+ADw-script+AD4-"))))
+		if err == nil {
+			t.Errorf("charset %s accepted", cs)
+			continue
+		}
+		if got := fieldsOf(t, err); len(got) != 1 || got[0] != "attachments[0].content_type" {
+			t.Errorf("charset %s: fields %v", cs, got)
+		}
+	}
+	p, err := prepare(t, a, withAttachments(att("n.txt", "text/plain; charset=ISO-8859-1", []byte("Gr\xfc\xdfe \x80 5"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := "(not shown)"
+	for _, f := range p.Preview.Fields {
+		if f.Name == "attachments[0].content" {
+			shown = f.Value
+		}
+	}
+	if shown != "Grüße € 5" {
+		t.Errorf("shown as %q", shown)
+	}
+}

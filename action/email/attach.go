@@ -143,7 +143,15 @@ func normalizeContentType(s string) (string, string) {
 		}
 	}
 	if cs, ok := params["charset"]; ok {
-		return mime.FormatMediaType(mt, map[string]string{"charset": strings.ToLower(cs)}), ""
+		cs = strings.ToLower(strings.TrimSpace(cs))
+		// The recipient decodes the bytes by this charset, and the approver
+		// reads them decoded by it too (shownAttachment): only charsets
+		// both read alike. UTF-7 and the like would show one text here
+		// and another there ("+ADw-script+AD4-" is "<script>").
+		if !knownCharset(cs) {
+			return "", fmt.Sprintf("charset %q is not accepted; use utf-8 (or us-ascii, iso-8859-*, windows-125*, utf-16)", cs)
+		}
+		return mime.FormatMediaType(mt, map[string]string{"charset": cs}), ""
 	}
 	return mt, ""
 }

@@ -439,10 +439,23 @@ func (c compound) matches(n *html.Node) bool {
 	return true
 }
 
-func (r *rule) matches(n *html.Node) bool { return r.matchFrom(0, n) }
+// maxSteps bounds the selector matching of one document: descendant and
+// sibling combinators over a deep tree can cost a power of its depth.
+// Past it nothing more matches and the view says its styles were not
+// all evaluated.
+const maxSteps = 2_000_000
 
-func (r *rule) matchFrom(i int, n *html.Node) bool {
-	if !r.sel[i].matches(n) {
+// steps counts matching work; it is per document (Render is not shared
+// between goroutines: each call has its own walker and counter).
+type steps struct{ n int }
+
+func (st *steps) exhausted() bool { return st.n > maxSteps }
+
+func (r *rule) matches(n *html.Node, st *steps) bool { return r.matchFrom(0, n, st) }
+
+func (r *rule) matchFrom(i int, n *html.Node, st *steps) bool {
+	st.n++
+	if st.n > maxSteps || !r.sel[i].matches(n) {
 		return false
 	}
 	if i == len(r.sel)-1 {
@@ -450,18 +463,18 @@ func (r *rule) matchFrom(i int, n *html.Node) bool {
 	}
 	switch r.comb[i] {
 	case '>':
-		return r.matchFrom(i+1, parentElement(n))
+		return r.matchFrom(i+1, parentElement(n), st)
 	case ' ':
 		for p := parentElement(n); p != nil; p = parentElement(p) {
-			if r.matchFrom(i+1, p) {
+			if r.matchFrom(i+1, p, st) {
 				return true
 			}
 		}
 	case '+':
-		return r.matchFrom(i+1, prevElement(n))
+		return r.matchFrom(i+1, prevElement(n), st)
 	case '~':
 		for p := prevElement(n); p != nil; p = prevElement(p) {
-			if r.matchFrom(i+1, p) {
+			if r.matchFrom(i+1, p, st) {
 				return true
 			}
 		}
@@ -496,6 +509,7 @@ type ruleIndex struct {
 	byID, byClass, byTag map[string][]int
 	any                  []int
 	buf                  []int
+	steps                steps
 }
 
 func newRuleIndex(rules []rule) *ruleIndex {
@@ -544,7 +558,7 @@ func cascade(ix *ruleIndex, n *html.Node) map[string]string {
 	var cs []cand
 	for _, i := range ix.candidates(n) {
 		r := &ix.rules[i]
-		if r.pseudo != "" || !r.matches(n) {
+		if r.pseudo != "" || !r.matches(n, &ix.steps) {
 			continue
 		}
 		for _, d := range r.decls {

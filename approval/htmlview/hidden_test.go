@@ -3,6 +3,7 @@ package htmlview_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/approval/htmlview"
 )
@@ -153,4 +154,23 @@ var visibleCases = []styleCase{
 	{"hover rule colour", `<style>a:hover{color:#0000ee}</style><a href="https://x.example">A link</a>`},
 	{"relative shift", `<p style="position:relative;left:-10px">Slightly shifted</p>`},
 	{"open details", `<details open><summary>More</summary>Details shown</details>`},
+}
+
+// A style sheet built to make matching cost a power of the document's
+// depth is cut off, and the view says its styles were not all evaluated.
+func TestPathologicalSelectorsAreBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("<style>")
+	for i := 0; i < 50; i++ {
+		b.WriteString("p " + strings.Repeat("div ", 12) + "span{color:red}\n")
+	}
+	b.WriteString("</style>" + strings.Repeat("<div>", 400) + "<span>x</span>" + strings.Repeat("</div>", 400))
+	start := time.Now()
+	v := htmlview.Render(b.String())
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v", d)
+	}
+	if !v.Hidden || !strings.Contains(v.HiddenText[len(v.HiddenText)-1].Why, "too complex") {
+		t.Errorf("hidden %+v", v.HiddenText)
+	}
 }

@@ -118,6 +118,10 @@ func Render(src string) View {
 	}
 	w.pseudoContent(root)
 	w.walk(root, rootLook())
+	if (w.index != nil && w.index.steps.exhausted()) || w.pseudoSteps.exhausted() {
+		v.Hidden = true
+		v.HiddenText = append(v.HiddenText, Hidden{Why: "its style sheet is too complex to evaluate here, so what it hides is not known"})
+	}
 	v.Text = tidy(w.text.String())
 	v.Words = tidy(w.words.String())
 
@@ -142,6 +146,7 @@ type walker struct {
 	tooMany      bool
 	remoteSheet  bool
 	index        *ruleIndex
+	pseudoSteps  steps
 }
 
 // hidden records a run of text the recipient does not see.
@@ -192,7 +197,7 @@ func (w *walker) pseudoContent(root *html.Node) {
 	f = func(n *html.Node) {
 		if n.Type == html.ElementNode {
 			for _, r := range rs {
-				if r.matches(n) {
+				if r.matches(n, &w.pseudoSteps) {
 					for _, d := range r.decls {
 						if d.prop == "content" {
 							w.unshown(strings.Trim(d.val, `"' `), "text added by a style rule")

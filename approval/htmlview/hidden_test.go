@@ -67,6 +67,13 @@ func TestTextShownElsewhereIsListed(t *testing.T) {
 	}
 }
 
+// An SVG logo with a title (a tooltip) shows no text.
+func TestSVGTitleIsNotText(t *testing.T) {
+	if v := htmlview.Render(`<p>Hi</p><svg><title>Company logo</title><desc>d</desc><rect/></svg>`); len(v.Unshown) > 0 {
+		t.Errorf("unshown %q", v.Unshown)
+	}
+}
+
 // Hidden text that repeats the text part while the visible HTML says
 // something else: the words compared are the visible ones, so the parts
 // differ (issue 19).

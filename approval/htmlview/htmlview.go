@@ -488,8 +488,9 @@ func innerText(n *html.Node) string {
 		case n.Type == html.TextNode:
 			b.WriteString(n.Data)
 			b.WriteByte(' ')
-		case n.Type == html.ElementNode && (n.DataAtom == atom.Script || n.DataAtom == atom.Style || n.Data == "script" || n.Data == "style"):
-			return
+		case n.Type == html.ElementNode && (n.DataAtom == atom.Script || n.DataAtom == atom.Style || n.Data == "script" ||
+			n.Data == "style" || n.Data == "title" || n.Data == "desc" || n.Data == "metadata"):
+			return // not painted (an SVG title is a tooltip)
 		}
 		for c := n.FirstChild; c != nil; c = c.NextSibling {
 			f(c)

@@ -2,7 +2,9 @@ package email
 
 import (
 	"bytes"
+	"compress/gzip"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"regexp"
@@ -22,7 +24,7 @@ import (
 // scripts): HTML, XHTML, SVG and XML, whatever the declared type says, by
 // name, by declared type or by content.
 var (
-	markupExt  = map[string]bool{"htm": true, "html": true, "xhtml": true, "xht": true, "shtml": true, "svg": true, "xml": true, "xsl": true, "xslt": true, "hta": true, "mht": true, "mhtml": true}
+	markupExt  = map[string]bool{"svgz": true, "htm": true, "html": true, "xhtml": true, "xht": true, "shtml": true, "svg": true, "xml": true, "xsl": true, "xslt": true, "hta": true, "mht": true, "mhtml": true}
 	markupType = map[string]bool{"text/html": true, "application/xhtml+xml": true, "image/svg+xml": true, "application/xml": true, "text/xml": true, "application/hta": true, "message/rfc822": true, "application/x-mimearchive": true}
 )
 
@@ -309,4 +311,15 @@ func knownCharset(cs string) bool {
 		return err == nil
 	}
 	return false
+}
+
+// gunzipBounded decompresses at most 1 MiB of a gzip file (what is past
+// it is not read), or returns nil.
+func gunzipBounded(data []byte) []byte {
+	r, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil
+	}
+	out, _ := io.ReadAll(io.LimitReader(r, 1<<20))
+	return out
 }

@@ -1,6 +1,8 @@
 package email_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"fmt"
 	"strings"
@@ -60,6 +62,7 @@ func TestActiveAttachmentsWarned(t *testing.T) {
 		{"js is a program", att("run.js", "text/plain", []byte(`WScript.Echo(1)`)), []string{"program"}},
 		{"pdf with a script", att("invoice.pdf", "application/pdf", []byte("%PDF-1.7\n1 0 obj << /Type /Catalog /OpenAction << /S /JavaScript /JS (app.alert(1)) >> >> endobj\n%%EOF\n")), []string{"a script"}},
 		{"pdf with an escaped launch", att("scan.pdf", "application/pdf", []byte("%PDF-1.4\n1 0 obj << /OpenAction << /S /L#61unch /F (cmd.exe) >> >> endobj\n%%EOF\n")), []string{"launches a program"}},
+		{"compressed svg", att("logo.svgz", "image/svg+xml", gz(`<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"/>`)), []string{"onload"}},
 		{"compiled help is a program", att("manual.chm", "application/octet-stream", []byte("ITSF\x03\x00\x00\x00")), []string{"program"}},
 		{"internet shortcut", att("portal.url", "application/octet-stream", []byte("[InternetShortcut]\nURL=file://evil.example/x\n")), []string{"program"}},
 	} {
@@ -188,4 +191,12 @@ func TestAttachmentCharsetReadAsTheRecipientReadsIt(t *testing.T) {
 	if shown != "Grüße € 5" {
 		t.Errorf("shown as %q", shown)
 	}
+}
+
+func gz(s string) []byte {
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	_, _ = w.Write([]byte(s))
+	_ = w.Close()
+	return b.Bytes()
 }

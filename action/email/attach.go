@@ -288,7 +288,11 @@ func attachmentWarnings(as []Attachment) []warning {
 						a.Name, strings.Join(found, ", "))})
 				}
 			}
-			if text, ok := textOf(data); ok && isMarkup(a, text) {
+			markup := data
+			if bytes.HasPrefix(data, []byte{0x1f, 0x8b}) && (last == "svgz" || markupExt[last] || markupType[declared]) {
+				markup = gunzipBounded(data) // an SVG viewer opens .svgz compressed
+			}
+			if text, ok := textOf(markup); ok && isMarkup(a, text) {
 				if found := activeContent(text); len(found) > 0 {
 					w = append(w, warning{approval.WarnActiveAttachment, fmt.Sprintf("Attachment %s is a web document that acts when opened in a browser: it holds %s. "+
 						"Its source is shown below; it is sent as is.", a.Name, strings.Join(found, ", "))})

@@ -28,15 +28,18 @@ type Message struct {
 	// Warnings are the action's (the stable token "irreversible" first
 	// when present), then the renderer's: hidden characters, an HTML part
 	// that says something else than the text part, Slack markup.
-	Warnings    []string
-	Requester   string // principal id
-	OnBehalfOf  string // display name of the human the agent acts for
-	PayloadHash string
-	ExpiresAt   time.Time
-	Required    int
-	Status      Status
-	Approvals   []DecisionView
-	Rejection   *DecisionView
+	Warnings []string
+	// WarningCodes is the stable code of each warning, in the same order
+	// ("irreversible", "hidden_characters", "hidden_html_text", …).
+	WarningCodes []string
+	Requester    string // principal id
+	OnBehalfOf   string // display name of the human the agent acts for
+	PayloadHash  string
+	ExpiresAt    time.Time
+	Required     int
+	Status       Status
+	Approvals    []DecisionView
+	Rejection    *DecisionView
 	// Stale lists what changed on the target since prepare (before = what
 	// the preview showed, after = now) when the operation failed stale_state.
 	Stale []ShownChange

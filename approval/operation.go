@@ -2,6 +2,7 @@ package approval
 
 import (
 	"encoding/json"
+	"regexp"
 	"slices"
 	"time"
 )
@@ -119,6 +120,57 @@ type Preview struct {
 	Fields   []Field  `json:"fields"`
 	Diff     []Change `json:"diff,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
+	// WarningCodes is the stable code of each warning, in the same order
+	// (Warn keeps them together). An action that gives none, or fewer
+	// than its warnings, has the rest derived by WarningCode. In the
+	// agent's view both lists hold every warning a human is shown.
+	WarningCodes []string `json:"warning_codes,omitempty"`
+}
+
+// Warn adds a warning with its stable code.
+func (p *Preview) Warn(code, message string) {
+	for len(p.WarningCodes) < len(p.Warnings) {
+		p.WarningCodes = append(p.WarningCodes, WarningCode(p.Warnings[len(p.WarningCodes)]))
+	}
+	p.Warnings = append(p.Warnings, message)
+	p.WarningCodes = append(p.WarningCodes, code)
+}
+
+// Code is the stable code of warning i.
+func (p Preview) Code(i int) string {
+	if i < len(p.WarningCodes) && p.WarningCodes[i] != "" {
+		return p.WarningCodes[i]
+	}
+	return WarningCode(p.Warnings[i])
+}
+
+// Stable warning codes (SPEC §6): clients match these, never the
+// sentences, which may be reworded.
+const (
+	WarnIrreversible     = "irreversible"
+	WarnHiddenCharacters = "hidden_characters"
+	WarnHTMLDiffers      = "html_differs_from_text"
+	WarnHiddenHTMLText   = "hidden_html_text"
+	WarnUnshownHTMLText  = "html_text_not_shown"
+	WarnRemoteContent    = "remote_content"
+	WarnLookalikeLink    = "lookalike_link"
+	WarnMixedScript      = "mixed_script"
+	WarnSlackMarkup      = "slack_markup"
+	WarnActiveAttachment = "active_attachment"
+	WarnNotice           = "notice"
+)
+
+// warningToken is a warning that is its own code ("irreversible",
+// "no_etag") or starts with one ("irreversible: a deleted message…").
+var warningToken = regexp.MustCompile(`^([a-z][a-z0-9_]*)(?:$|: )`)
+
+// WarningCode derives the code of a warning an action gave without one:
+// the token it is or starts with, else "notice".
+func WarningCode(w string) string {
+	if m := warningToken.FindStringSubmatch(w); m != nil {
+		return m[1]
+	}
+	return WarnNotice
 }
 
 // Field is one labelled value of a preview, shown verbatim.

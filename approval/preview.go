@@ -104,6 +104,7 @@ func (p *previews) kept(key string) (Preview, bool) {
 	}
 	// Each reader gets its own slices: nobody's change reaches another.
 	v.Fields, v.Warnings, v.Diff = slices.Clone(v.Fields), slices.Clone(v.Warnings), slices.Clone(v.Diff)
+	v.WarningCodes = slices.Clone(v.WarningCodes)
 	return v, ok
 }
 
@@ -123,7 +124,7 @@ func (p *previews) keepLocked(key string, v Preview) {
 // Equal reports whether two previews show the same.
 func (p Preview) Equal(q Preview) bool {
 	return p.Title == q.Title && p.Summary == q.Summary && slices.Equal(p.Fields, q.Fields) &&
-		slices.Equal(p.Warnings, q.Warnings) && slices.EqualFunc(p.Diff, q.Diff, func(a, b Change) bool {
+		slices.Equal(p.Warnings, q.Warnings) && slices.Equal(p.WarningCodes, q.WarningCodes) && slices.EqualFunc(p.Diff, q.Diff, func(a, b Change) bool {
 		return a.Field == b.Field && string(a.Before) == string(b.Before) && string(a.After) == string(b.After) &&
 			(a.Before == nil) == (b.Before == nil) && (a.After == nil) == (b.After == nil)
 	})

@@ -73,8 +73,12 @@ type HTMLPart struct {
 	Links []htmlview.Link
 	// Remote lists what the recipient's mail program may load from elsewhere.
 	Remote []string
-	// Hidden says styling hides some of it from the recipient.
-	Hidden bool
+	// Hidden says styling hides some of it from the recipient;
+	// HiddenText lists what (the first runs) and why.
+	Hidden     bool
+	HiddenText []htmlview.Hidden
+	// Unshown is text some mail programs show that Doc does not.
+	Unshown []string
 	// Lines estimates the height of Doc at phone width, in lines.
 	Lines int
 	// Mismatch compares its words with the text part ("text" field).
@@ -180,9 +184,15 @@ func (r *renderer) preview(m *Message, p Preview) {
 		m.Fields = append(m.Fields, sf)
 	}
 	m.Diff = r.changes("Changes", p.Diff)
-	for _, w := range p.Warnings {
-		m.Warnings = append(m.Warnings, r.line("a warning", w))
+	for i, w := range p.Warnings {
+		m.warn(p.Code(i), r.line("a warning", w))
 	}
+}
+
+// warn adds a warning with its stable code.
+func (m *Message) warn(code, msg string) {
+	m.Warnings = append(m.Warnings, msg)
+	m.WarningCodes = append(m.WarningCodes, code)
 }
 
 // html renders an HTML body and compares it with the text part.
@@ -204,6 +214,12 @@ func (r *renderer) html(where, src, text string) *HTMLPart {
 	}
 	for _, u := range v.Remote {
 		h.Remote = append(h.Remote, r.line(where+" remote content", u))
+	}
+	for _, x := range v.HiddenText {
+		h.HiddenText = append(h.HiddenText, htmlview.Hidden{Text: r.line(where+" (hidden text)", x.Text), Why: x.Why})
+	}
+	for _, u := range v.Unshown {
+		h.Unshown = append(h.Unshown, r.line(where+" (text shown elsewhere)", u))
 	}
 	for i, w := range h.Mismatch.OnlyHTML {
 		h.Mismatch.OnlyHTML[i] = safetext.Line(w)
@@ -238,7 +254,7 @@ func (r *renderer) finish(m *Message) {
 		for _, h := range r.hidden {
 			parts = append(parts, h.Name+" in "+strings.Join(h.Where, ", "))
 		}
-		m.Warnings = append(m.Warnings, "Hidden characters are shown as ⟨U+…⟩: they would be invisible, or change the "+
+		m.warn(WarnHiddenCharacters, "Hidden characters are shown as ⟨U+…⟩: they would be invisible, or change the "+
 			"direction of the text around them, so that it reads differently from what it is. Found: "+strings.Join(parts, "; ")+".")
 	}
 	for _, f := range m.Fields {
@@ -254,25 +270,40 @@ func (r *renderer) finish(m *Message) {
 			if len(mm.OnlyText) > 0 {
 				s += " Only in the text part: " + quoteWords(mm.OnlyText) + "."
 			}
-			m.Warnings = append(m.Warnings, s)
+			m.warn(WarnHTMLDiffers, s)
 		}
 		if h.Hidden {
-			m.Warnings = append(m.Warnings, "Part of the HTML part is hidden by its styling, so the recipient will not see it; it is shown here.")
+			s := "Part of the HTML part is hidden by its styling, so the recipient will not see it; it is shown here marked [hidden: …]."
+			var parts []string
+			for _, x := range h.HiddenText {
+				if x.Text == "" {
+					parts = append(parts, x.Why)
+				} else {
+					parts = append(parts, "“"+x.Text+"” ("+x.Why+")")
+				}
+			}
+			if len(parts) > 0 {
+				s += " Hidden: " + strings.Join(parts, "; ") + "."
+			}
+			m.warn(WarnHiddenHTMLText, s)
+		}
+		if len(h.Unshown) > 0 {
+			m.warn(WarnUnshownHTMLText, "Some mail programs show text of the HTML part that is not shown here: "+strings.Join(h.Unshown, "; ")+".")
 		}
 		if n := len(h.Remote); n > 0 {
-			m.Warnings = append(m.Warnings, fmt.Sprintf("The HTML part loads %d remote resource%s (images, styles) that are not shown here "+
+			m.warn(WarnRemoteContent, fmt.Sprintf("The HTML part loads %d remote resource%s (images, styles) that are not shown here "+
 				"and may tell the sender when it is opened: %s.", n, plural(n), strings.Join(first(h.Remote, 3), ", ")))
 		}
 	}
 	if len(r.urls) > 0 {
-		m.Warnings = append(m.Warnings, "Links that lead somewhere other than they seem to: "+strings.Join(r.urls, "; ")+".")
+		m.warn(WarnLookalikeLink, "Links that lead somewhere other than they seem to: "+strings.Join(r.urls, "; ")+".")
 	}
 	if len(r.mixed) > 0 {
-		m.Warnings = append(m.Warnings, "Words that mix letters of different scripts, so that they look like other words: "+
+		m.warn(WarnMixedScript, "Words that mix letters of different scripts, so that they look like other words: "+
 			strings.Join(r.mixed, ", ")+".")
 	}
 	if len(r.markup) > 0 {
-		m.Warnings = append(m.Warnings, "Slack would read parts of this text as mentions, broadcasts, dates or links whose "+
+		m.warn(WarnSlackMarkup, "Slack would read parts of this text as mentions, broadcasts, dates or links whose "+
 			"label hides where they go: "+quoteWords(r.markup)+".")
 	}
 }

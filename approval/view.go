@@ -3,7 +3,9 @@ package approval
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -78,6 +80,7 @@ func AgentView(op *Operation, now time.Time) View {
 	if v.Preview.Fields == nil { // a draft that ended unsent keeps no input
 		v.Preview.Fields = []Field{}
 	}
+	v.Preview.Warnings, v.Preview.WarningCodes = humanWarnings(op)
 	for _, d := range op.Approvals {
 		v.Approval.Approvals = append(v.Approval.Approvals, ApprovalItem{Approver: d.Approver, Via: d.Via, At: d.At})
 	}
@@ -294,4 +297,55 @@ func retryAfter(d map[string]any) *int {
 		return seconds(int(v))
 	}
 	return nil
+}
+
+// humanWarnings are the warnings every human channel shows of op's
+// preview (the action's, then the renderer's: hidden characters, hidden
+// HTML text, look-alike links…), each with its stable code, so that the
+// agent is told what the approver is warned about.
+func humanWarnings(op *Operation) ([]string, []string) {
+	if len(op.Preview.Warnings) == 0 && len(op.Preview.Fields) == 0 && op.Preview.Title == "" {
+		return nil, nil
+	}
+	key := fmt.Sprintf("%s\x00%s\x00%d\x00%d\x00%d", op.Key, op.PayloadHash, len(op.Preview.Warnings), len(op.Preview.Fields), len(op.Preview.Diff))
+	if w, ok := warningCache.get(key); ok {
+		return slices.Clone(w.msgs), slices.Clone(w.codes)
+	}
+	var m Message
+	r := newRenderer()
+	r.preview(&m, op.Preview)
+	r.finish(&m)
+	warningCache.put(key, shownWarnings{m.Warnings, m.WarningCodes})
+	return slices.Clone(m.Warnings), slices.Clone(m.WarningCodes)
+}
+
+type shownWarnings struct{ msgs, codes []string }
+
+// warningCache keeps the warnings of the operations read lately (two
+// generations of renderedGen): an agent polls its operation's status many
+// times, and rendering an HTML part again each time is wasted work.
+var warningCache = &genCache[shownWarnings]{}
+
+type genCache[T any] struct {
+	mu        sync.Mutex
+	cur, prev map[string]T
+}
+
+func (c *genCache[T]) get(key string) (T, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.cur[key]
+	if !ok {
+		v, ok = c.prev[key]
+	}
+	return v, ok
+}
+
+func (c *genCache[T]) put(key string, v T) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur == nil || len(c.cur) >= renderedGen {
+		c.prev, c.cur = c.cur, make(map[string]T, 256)
+	}
+	c.cur[key] = v
 }

@@ -37,7 +37,7 @@ type pageData struct {
 	OutcomeKind  string // ok, bad or info: how the outcome box looks
 	Finished     bool   // the operation ran or ended: past tense
 	Irreversible bool
-	Warnings     []string // the other warnings, as sentences
+	Warnings     []pageWarning // the other warnings, as sentences with their codes
 	ExpiresIn    string
 	ExpiresISO   string // the expiry for <time datetime>
 	// ExpiresLocal is the expiry in the approver's own time zone, when the
@@ -342,6 +342,10 @@ func (s *Server) renderLink(c *fiber.Ctx, v *approval.LinkView, notice string) e
 	return s.renderPage(c, status, d)
 }
 
+// pageWarning is one warning on the page, with its stable code (the same
+// the agent's preview.warning_codes holds) as data-code.
+type pageWarning struct{ Code, Text string }
+
 // describe fills in how the page shows m as of now.
 func (d *pageData) describe(m approval.Message, now time.Time) {
 	st := m.Status
@@ -355,11 +359,15 @@ func (d *pageData) describe(m approval.Message, now time.Time) {
 	default:
 		d.OutcomeKind = "info"
 	}
-	for _, w := range m.Warnings {
+	for i, w := range m.Warnings {
+		code := approval.WarnNotice
+		if i < len(m.WarningCodes) {
+			code = m.WarningCodes[i]
+		}
 		if w == "irreversible" {
 			d.Irreversible = true
 		} else {
-			d.Warnings = append(d.Warnings, w)
+			d.Warnings = append(d.Warnings, pageWarning{Code: code, Text: w})
 		}
 	}
 	if st == approval.StatusPending {

@@ -110,8 +110,16 @@ func badName(name string) string {
 		return "must not start with a dot"
 	case strings.ContainsAny(name, `"/:<>?\|`):
 		return `must not contain any of " / : < > ? \ |`
-	case strings.Contains(name, "=?"):
+	case strings.Contains(name, "=?") || encodedWord(name):
 		return `must not contain "=?" (mail programs would decode it)`
+	case strings.Contains(name, "*=") || strings.Contains(name, ";"):
+		// RFC 2231 parameter syntax (filename*=utf-8''…): a lenient
+		// parser reads a second, other name out of it.
+		return `must not contain ";" or "*=" (header parameter syntax that mail programs may read as another name)`
+	case strings.HasSuffix(name, "."):
+		// Windows drops trailing dots when it saves a file: "invoice.exe."
+		// would be saved, and run, as invoice.exe.
+		return "must not end with a dot (the recipient's system would drop it and change the file's type)"
 	case strings.IndexFunc(name, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }) >= 0:
 		return "must not contain control, invisible or direction-changing characters"
 	}
@@ -135,7 +143,15 @@ func normalizeContentType(s string) (string, string) {
 		}
 	}
 	if cs, ok := params["charset"]; ok {
-		return mime.FormatMediaType(mt, map[string]string{"charset": strings.ToLower(cs)}), ""
+		cs = strings.ToLower(strings.TrimSpace(cs))
+		// The recipient decodes the bytes by this charset, and the approver
+		// reads them decoded by it too (shownAttachment): only charsets
+		// both read alike. UTF-7 and the like would show one text here
+		// and another there ("+ADw-script+AD4-" is "<script>").
+		if !knownCharset(cs) {
+			return "", fmt.Sprintf("charset %q is not accepted; use utf-8 (or us-ascii, iso-8859-*, windows-125*, utf-16)", cs)
+		}
+		return mime.FormatMediaType(mt, map[string]string{"charset": cs}), ""
 	}
 	return mt, ""
 }
@@ -153,6 +169,10 @@ var (
 		"apk": true, "dmg": true, "pkg": true, "deb": true, "rpm": true, "lnk": true, "reg": true, "iso": true,
 		"img": true, "vhd": true, "appimage": true, "run": true, "elf": true, "so": true, "dylib": true,
 		"docm": true, "xlsm": true, "pptm": true, "dotm": true, "xltm": true, "xlam": true, "one": true,
+		// Shortcuts, help files and installers that run or fetch code when opened.
+		"chm": true, "url": true, "website": true, "webloc": true, "desktop": true, "scf": true, "inf": true, "sct": true,
+		"wsc": true, "xll": true, "vhdx": true, "msix": true, "appx": true, "application": true, "cab": true,
+		"settingcontent-ms": true, "library-ms": true, "search-ms": true, "jnlp": true, "pyw": true,
 	}
 	executableType = map[string]bool{
 		"application/x-msdownload": true, "application/x-msdos-program": true, "application/x-executable": true,
@@ -230,11 +250,27 @@ func compatible(declared, sniffed string) bool {
 	return false
 }
 
+// warning is one warning of the preview with its stable code.
+type warning struct{ code, msg string }
+
+// Stable codes of email.send's own warnings (SPEC §6).
+const (
+	warnBcc              = "bcc_recipients"
+	warnExternal         = "external_recipients"
+	warnExternalReplyTo  = "external_reply_to"
+	warnNameLikeAddress  = "display_name_address"
+	warnIDN              = "idn_domain"
+	warnDoubleExtension  = "double_extension"
+	warnNameTypeMismatch = "attachment_name_type_mismatch"
+	warnContentMismatch  = "attachment_content_mismatch"
+)
+
 // attachmentWarnings flag what deserves a second look before approving:
-// programs, two extensions, and a declared type the name or content
-// contradicts. Names are agent text: the renderer escapes them.
-func attachmentWarnings(as []Attachment) []string {
-	var w []string
+// programs, active documents (scripts, forms), two extensions, and a
+// declared type the name or content contradicts. Names are agent text:
+// the renderer escapes them.
+func attachmentWarnings(as []Attachment) []warning {
+	var w []warning
 	for _, a := range as {
 		data, _ := a.decoded()
 		last, inner := ext(a.Name)
@@ -242,16 +278,35 @@ func attachmentWarnings(as []Attachment) []string {
 		declared, _, _ := mime.ParseMediaType(a.ContentType)
 		switch {
 		case executableExt[last] || executableType[declared] || program:
-			w = append(w, fmt.Sprintf("Attachment %s is a program, a script or a document with macros: opening it can run code on the recipient's computer.", a.Name))
+			w = append(w, warning{approval.WarnActiveAttachment, fmt.Sprintf("Attachment %s is a program, a script or a document with macros: opening it can run code on the recipient's computer.", a.Name)})
+		default:
+			// Readers find a PDF header within the first KiB; a file can be
+			// a PDF and a web document at once, so both are read.
+			if bytes.Contains(data[:min(len(data), 1024)], []byte("%PDF-")) {
+				if found := pdfActive(data); len(found) > 0 {
+					w = append(w, warning{approval.WarnActiveAttachment, fmt.Sprintf("Attachment %s is a PDF that acts when opened: it holds %s.",
+						a.Name, strings.Join(found, ", "))})
+				}
+			}
+			markup := data
+			if bytes.HasPrefix(data, []byte{0x1f, 0x8b}) && (last == "svgz" || markupExt[last] || markupType[declared]) {
+				markup = gunzipBounded(data) // an SVG viewer opens .svgz compressed
+			}
+			if text, ok := textOf(markup); ok && isMarkup(a, text) {
+				if found := activeContent(text); len(found) > 0 {
+					w = append(w, warning{approval.WarnActiveAttachment, fmt.Sprintf("Attachment %s is a web document that acts when opened in a browser: it holds %s. "+
+						"Its source is shown below; it is sent as is.", a.Name, strings.Join(found, ", "))})
+				}
+			}
 		}
 		if inner != "" && extType[inner] != "" && last != inner && (executableExt[last] || extType[last] == "") {
-			w = append(w, fmt.Sprintf("Attachment %s has two extensions: it is a .%s file, not a .%s one, though many programs show only the first.", a.Name, last, inner))
+			w = append(w, warning{warnDoubleExtension, fmt.Sprintf("Attachment %s has two extensions: it is a .%s file, not a .%s one, though many programs show only the first.", a.Name, last, inner)})
 		}
 		if want := extType[last]; want != "" && !compatible(declared, want) && !compatible(want, declared) {
-			w = append(w, fmt.Sprintf("Attachment %s is named like %s but declared as %s.", a.Name, want, a.ContentType))
+			w = append(w, warning{warnNameTypeMismatch, fmt.Sprintf("Attachment %s is named like %s but declared as %s.", a.Name, want, a.ContentType)})
 		}
 		if !compatible(a.ContentType, sniffed) {
-			w = append(w, fmt.Sprintf("Attachment %s is declared as %s but its content looks like %s.", a.Name, a.ContentType, sniffed))
+			w = append(w, warning{warnContentMismatch, fmt.Sprintf("Attachment %s is declared as %s but its content looks like %s.", a.Name, a.ContentType, sniffed)})
 		}
 	}
 	return w

@@ -216,6 +216,8 @@ func normalize(raw json.RawMessage, from Address) (Input, approval.FieldErrors) 
 		fe.Add("subject", "must be a single line (no line breaks)")
 	case strings.IndexFunc(out.Subject, unicode.IsControl) >= 0:
 		fe.Add("subject", "must not contain control characters")
+	case encodedWord(out.Subject):
+		fe.Add("subject", "%s", encodedWordReason)
 	case utf8.RuneCountInString(out.Subject) > MaxSubjectChars:
 		fe.Add("subject", "is %d characters long; at most %d are allowed", utf8.RuneCountInString(out.Subject), MaxSubjectChars)
 	}
@@ -273,6 +275,11 @@ func parseAddress(s string) (Address, string) {
 		return Address{}, "is empty"
 	case !utf8.ValidString(s):
 		return Address{}, "is not valid UTF-8"
+	case encodedWord(s):
+		// net/mail would decode it here, but a name that decodes to more
+		// encoded words, or one in the local part, is decoded again by
+		// the recipient's program (guarantee 13).
+		return Address{}, encodedWordReason
 	case len(s) > maxAddressBytes:
 		return Address{}, fmt.Sprintf("is longer than %d bytes", maxAddressBytes)
 	}
@@ -310,6 +317,20 @@ func parseAddress(s string) (Address, string) {
 	}
 	return a, ""
 }
+
+// encodedWord reports whether s holds RFC 2047 encoded-word syntax
+// ("=?charset?Q?…?=", in any case, with or without an RFC 2231 language):
+// the recipient's mail program decodes it into other text than the
+// approver reads. Lenient decoders (most mail programs) decode it inside
+// quoted strings, inside words and across malformed parts too, so any
+// "=?" followed later by "?=" counts.
+func encodedWord(s string) bool {
+	i := strings.Index(s, "=?")
+	return i >= 0 && strings.Contains(s[i+2:], "?=")
+}
+
+const encodedWordReason = `holds "=?…?=", which mail programs decode (RFC 2047 encoded words) into other text ` +
+	`than the approver reads; write the text itself`
 
 // dotAtom is RFC 5322's dot-atom of atext: the local parts that need no
 // quoting anywhere.

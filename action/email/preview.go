@@ -50,8 +50,13 @@ func preview(in *Input) approval.Preview {
 	}
 	for i, a := range in.Attachments {
 		p.Fields = append(p.Fields, attachmentField(i, a))
+		if f, ok := shownAttachment(i, a); ok {
+			p.Fields = append(p.Fields, f)
+		}
 	}
-	p.Warnings = warnings(in)
+	for _, w := range warnings(in) {
+		p.Warn(w.code, w.msg)
+	}
 	return p
 }
 
@@ -79,10 +84,10 @@ func summary(in *Input) string {
 
 // warnings: "irreversible" first (a stable token clients may match), then
 // plain sentences about what deserves a second look.
-func warnings(in *Input) []string {
-	w := []string{"irreversible"}
+func warnings(in *Input) []warning {
+	w := []warning{{approval.WarnIrreversible, "irreversible"}}
 	if n := len(in.Bcc); n > 0 {
-		w = append(w, fmt.Sprintf("%d hidden (Bcc) recipient%s, not shown to the other recipients: %s.", n, plural(n), list(addresses(in.Bcc))))
+		w = append(w, warning{warnBcc, fmt.Sprintf("%d hidden (Bcc) recipient%s, not shown to the other recipients: %s.", n, plural(n), list(addresses(in.Bcc)))})
 	}
 	own := in.From.domain()
 	var external, idn []string
@@ -95,33 +100,43 @@ func warnings(in *Input) []string {
 			idn = append(idn, r.Address)
 		}
 	}
+	if r := in.ReplyTo; r != nil {
+		if d := r.domain(); strings.HasPrefix(d, "xn--") || strings.Contains(d, ".xn--") {
+			idn = append(idn, r.Address)
+		}
+	}
 	if len(external) > 0 && strings.Contains(own, ".") {
-		w = append(w, fmt.Sprintf("Recipients outside %s: %s.", own, list(external)))
+		w = append(w, warning{warnExternal, fmt.Sprintf("Recipients outside %s: %s.", own, list(external))})
 	}
 	// The recipients read From, but their answers go to Reply-To.
 	if r := in.ReplyTo; r != nil {
 		if d := r.domain(); d != own && !strings.HasSuffix(d, "."+own) {
-			w = append(w, fmt.Sprintf("Replies go to %s, outside %s: recipients who answer write to that address, not to %s.",
-				r.Address, own, in.From.Address))
+			w = append(w, warning{warnExternalReplyTo, fmt.Sprintf("Replies go to %s, outside %s: recipients who answer write to that address, not to %s.",
+				r.Address, own, in.From.Address)})
 		}
 	}
 	var named []string
 	for _, r := range in.recipients() {
-		if strings.ContainsAny(r.Name, "@<>") {
+		if strings.ContainsAny(r.Name, addressLike) {
 			named = append(named, r.String())
 		}
 	}
-	if in.ReplyTo != nil && strings.ContainsAny(in.ReplyTo.Name, "@<>") {
+	if in.ReplyTo != nil && strings.ContainsAny(in.ReplyTo.Name, addressLike) {
 		named = append(named, in.ReplyTo.String())
 	}
 	if len(named) > 0 {
-		w = append(w, fmt.Sprintf("A display name looks like an address; the mail goes to the address in angle brackets: %s.", list(named)))
+		w = append(w, warning{warnNameLikeAddress, fmt.Sprintf("A display name looks like an address; the mail goes to the address in angle brackets: %s.", list(named))})
 	}
 	if len(idn) > 0 {
-		w = append(w, fmt.Sprintf("Internationalized domain shown in its ASCII form; check it is the one you expect: %s.", list(idn)))
+		w = append(w, warning{warnIDN, fmt.Sprintf("Internationalized domain shown in its ASCII form; check it is the one you expect: %s.", list(idn))})
 	}
 	return append(w, attachmentWarnings(in.Attachments)...)
 }
+
+// addressLike are the characters that make a display name read as an
+// address: @ and angle brackets, in ASCII and in their full-width and
+// small look-alikes.
+const addressLike = "@<>＠﹫＜＞﹤﹥‹›〈〉"
 
 func addresses(l []Address) []string {
 	s := make([]string, len(l))

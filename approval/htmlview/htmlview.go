@@ -35,12 +35,27 @@ type View struct {
 	// load (images, backgrounds, style sheets): tracking, or text in
 	// pictures that no one here sees.
 	Remote []string
-	// Hidden says some of it is hidden by styling (display:none and the
-	// like) from the recipient; it is shown in Doc and Text.
+	// Hidden says some of its text is hidden by styling from the
+	// recipient (display:none, text coloured like its background, moved
+	// out of view, too small, clipped…), as a cascade of the document's
+	// own styles computes it; such text is shown in Doc and Text marked
+	// "[hidden: …]", and left out of Words.
 	Hidden bool
+	// HiddenText lists the hidden runs of text (the first MaxHidden), each
+	// with why it is hidden.
+	HiddenText []Hidden
+	// Unshown lists text that some mail programs show and the sanitized
+	// document does not (conditional comments for Outlook, SVG and MathML
+	// text, form controls, text that styles add with content:).
+	Unshown []string
 	// Lines estimates how many lines Doc takes at phone width, so a frame
 	// can be sized to show it whole without a script.
 	Lines int
+}
+
+// Hidden is a run of text the recipient does not see, and why.
+type Hidden struct {
+	Text, Why string
 }
 
 // Link is one link of the HTML part.
@@ -55,6 +70,7 @@ type Link struct {
 const (
 	MaxLinks  = 200
 	MaxRemote = 50
+	MaxHidden = 10
 )
 
 var policy = func() *bluemonday.Policy {
@@ -79,9 +95,8 @@ var blocks = map[atom.Atom]bool{atom.P: true, atom.Div: true, atom.Br: true, ato
 	atom.Section: true, atom.Article: true, atom.Header: true, atom.Footer: true, atom.Center: true, atom.Address: true}
 
 var (
-	hiddenStyle = regexp.MustCompile(`(?i)display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0*(\.0*)?(px|pt|em|rem|%)?\s*(;|$|!)|opacity\s*:\s*0*(\.0*)?\s*(;|$|!)|max-height\s*:\s*0|mso-hide\s*:\s*all`)
-	cssURL      = regexp.MustCompile(`(?i)url\(\s*['"]?([^'")\s]+)`)
-	cssImport   = regexp.MustCompile(`(?i)@import\s+['"]([^'"]+)`)
+	cssURL    = regexp.MustCompile(`(?i)url\(\s*['"]?([^'")\s]+)`)
+	cssImport = regexp.MustCompile(`(?i)@import\s+['"]([^'"]+)`)
 )
 
 // Render builds the view of an HTML part.
@@ -93,7 +108,20 @@ func Render(src string) View {
 	}
 	w := &walker{v: &v}
 	w.scan(root)
-	w.walk(root)
+	if w.remoteSheet {
+		v.Hidden = true
+		v.HiddenText = append(v.HiddenText, Hidden{Why: "it loads a remote style sheet, which can hide or change any of its text; what it hides is not known here"})
+	}
+	if w.tooMany {
+		v.Hidden = true
+		v.HiddenText = append(v.HiddenText, Hidden{Why: "its style sheet has more rules than are evaluated here, so what it hides is not known"})
+	}
+	w.pseudoContent(root)
+	w.walk(root, rootLook())
+	if (w.index != nil && w.index.steps.exhausted()) || w.pseudoSteps.exhausted() {
+		v.Hidden = true
+		v.HiddenText = append(v.HiddenText, Hidden{Why: "its style sheet is too complex to evaluate here, so what it hides is not known"})
+	}
 	v.Text = tidy(w.text.String())
 	v.Words = tidy(w.words.String())
 
@@ -113,6 +141,76 @@ type walker struct {
 	v            *View
 	text, words  strings.Builder
 	links, image int
+	rules        []rule
+	order        int
+	tooMany      bool
+	remoteSheet  bool
+	index        *ruleIndex
+	pseudoSteps  steps
+}
+
+// hidden records a run of text the recipient does not see.
+func (w *walker) hidden(text, why string) {
+	w.v.Hidden = true
+	if len(w.v.HiddenText) < MaxHidden {
+		w.v.HiddenText = append(w.v.HiddenText, Hidden{Text: clip(text, 120), Why: why})
+	}
+}
+
+// unshown records text that some programs show and the document here does not.
+func (w *walker) unshown(text, where string) {
+	text = strings.Join(strings.Fields(text), " ")
+	if text == "" || len(w.v.Unshown) >= MaxHidden {
+		return
+	}
+	w.v.Unshown = append(w.v.Unshown, "“"+clip(text, 120)+"” ("+where+")")
+}
+
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// pseudoContent finds text that style rules add before or after elements
+// (content: "…"), which the sanitized document does not show.
+func (w *walker) pseudoContent(root *html.Node) {
+	var rs []*rule
+	for i := range w.rules {
+		r := &w.rules[i]
+		if r.pseudo == "" {
+			continue
+		}
+		for _, d := range r.decls {
+			if d.prop == "content" && strings.ContainsAny(d.val, `"'`) {
+				rs = append(rs, r)
+				break
+			}
+		}
+	}
+	if len(rs) == 0 {
+		return
+	}
+	var f func(*html.Node)
+	f = func(n *html.Node) {
+		if n.Type == html.ElementNode {
+			for _, r := range rs {
+				if r.matches(n, &w.pseudoSteps) {
+					for _, d := range r.decls {
+						if d.prop == "content" {
+							w.unshown(strings.Trim(d.val, `"' `), "text added by a style rule")
+						}
+					}
+				}
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			f(c)
+		}
+	}
+	f(root)
 }
 
 func (w *walker) remote(u string) {
@@ -137,16 +235,11 @@ func (w *walker) scan(n *html.Node) {
 		for _, a := range n.Attr {
 			switch a.Key {
 			case "style":
-				if hiddenStyle.MatchString(a.Val) {
-					w.v.Hidden = true
-				}
 				for _, m := range cssURL.FindAllStringSubmatch(a.Val, -1) {
 					w.remote(m[1])
 				}
 			case "background":
 				w.remote(a.Val)
-			case "hidden":
-				w.v.Hidden = true
 			}
 		}
 		switch n.DataAtom {
@@ -157,13 +250,17 @@ func (w *walker) scan(n *html.Node) {
 				}
 				for _, m := range cssImport.FindAllStringSubmatch(c.Data, -1) {
 					w.remote(m[1])
+					w.remoteSheet = true
 				}
-				if hiddenStyle.MatchString(c.Data) {
-					w.v.Hidden = true
+				if !w.tooMany {
+					w.tooMany = parseSheet(c.Data, &w.rules, &w.order)
 				}
 			}
 		case atom.Link:
 			w.remote(attr(n, "href"))
+			if strings.Contains(strings.ToLower(attr(n, "rel")), "stylesheet") {
+				w.remoteSheet = true
+			}
 		}
 	}
 	for c := n.FirstChild; c != nil; c = c.NextSibling {
@@ -171,10 +268,34 @@ func (w *walker) scan(n *html.Node) {
 	}
 }
 
-// walk collects the text, numbers links and replaces images by markers.
-func (w *walker) walk(n *html.Node) {
+// walk collects the text, numbers links and replaces images by markers;
+// l is how the recipient's program paints n's text.
+func (w *walker) walk(n *html.Node, l look) {
 	switch n.Type {
+	case html.CommentNode:
+		// Outlook shows what its conditional comments hold; nobody else does.
+		if d := strings.TrimSpace(n.Data); strings.HasPrefix(strings.ToLower(d), "[if") {
+			if i := strings.IndexByte(d, '>'); i >= 0 {
+				w.unshown(fragmentText(d[i+1:]), "shown only by Outlook, in a conditional comment")
+			}
+		}
+		return
 	case html.TextNode:
+		why := l.why()
+		if p := n.Parent; why == "" && p != nil && p.DataAtom == atom.Details && !hasAttr(p, "open") {
+			why = "a closed <details>"
+		}
+		if why != "" && strings.TrimSpace(n.Data) != "" {
+			w.hidden(n.Data, why)
+			marker := "[hidden: " + strings.Join(strings.Fields(n.Data), " ") + "]"
+			w.text.WriteString(" " + marker + " ")
+			n.Data = " " + marker + " "
+			mark := &html.Node{Type: html.ElementNode, Data: "mark", DataAtom: atom.Mark}
+			n.Parent.InsertBefore(mark, n)
+			n.Parent.RemoveChild(n)
+			mark.AppendChild(n)
+			return
+		}
 		if n.Parent != nil && n.Parent.DataAtom == atom.Pre {
 			w.write(n.Data)
 		} else {
@@ -188,6 +309,12 @@ func (w *walker) walk(n *html.Node) {
 		return
 	case html.ElementNode:
 		if skipped[n.DataAtom] {
+			switch n.DataAtom {
+			case atom.Svg, atom.Math, atom.Select, atom.Textarea, atom.Noscript, atom.Object:
+				if l.why() == "" {
+					w.unshown(innerText(n), "inside <"+n.Data+">, which some mail programs show")
+				}
+			}
 			return
 		}
 		switch n.DataAtom {
@@ -222,8 +349,18 @@ func (w *walker) walk(n *html.Node) {
 	for c := n.FirstChild; c != nil; c = c.NextSibling {
 		kids = append(kids, c)
 	}
+	if n.Type == html.ElementNode {
+		var props map[string]string
+		if len(w.rules) > 0 || hasAttr(n, "style") {
+			if w.index == nil {
+				w.index = newRuleIndex(w.rules)
+			}
+			props = cascade(w.index, n)
+		}
+		l = child(l, n, props)
+	}
 	for _, c := range kids {
-		w.walk(c)
+		w.walk(c, l)
 	}
 	if n.Type == html.ElementNode {
 		switch n.DataAtom {
@@ -322,4 +459,43 @@ func contains(l []string, s string) bool {
 		}
 	}
 	return false
+}
+
+func hasAttr(n *html.Node, key string) bool {
+	_, ok := attrOK(n, key)
+	return ok
+}
+
+// fragmentText is the text of an HTML fragment.
+func fragmentText(src string) string {
+	nodes, err := html.ParseFragment(strings.NewReader(src), &html.Node{Type: html.ElementNode, Data: "body", DataAtom: atom.Body})
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, n := range nodes {
+		b.WriteString(innerText(n))
+	}
+	return b.String()
+}
+
+// innerText is all the text inside n but scripts and style sheets.
+func innerText(n *html.Node) string {
+	var b strings.Builder
+	var f func(*html.Node)
+	f = func(n *html.Node) {
+		switch {
+		case n.Type == html.TextNode:
+			b.WriteString(n.Data)
+			b.WriteByte(' ')
+		case n.Type == html.ElementNode && (n.DataAtom == atom.Script || n.DataAtom == atom.Style || n.Data == "script" ||
+			n.Data == "style" || n.Data == "title" || n.Data == "desc" || n.Data == "metadata"):
+			return // not painted (an SVG title is a tooltip)
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			f(c)
+		}
+	}
+	f(n)
+	return b.String()
 }

@@ -85,6 +85,7 @@ type Payload struct {
 	Fields       []Field                 `json:"fields"`
 	Diff         []Change                `json:"diff,omitempty"`
 	Warnings     []string                `json:"warnings,omitempty"`
+	WarningCodes []string                `json:"warning_codes,omitempty"` // the stable code of each warning
 	Requester    string                  `json:"requester"`
 	OnBehalfOf   string                  `json:"on_behalf_of,omitempty"`
 	PayloadHash  string                  `json:"payload_hash"`
@@ -142,7 +143,7 @@ type Change struct {
 
 func payload(typ string, m approval.Message) Payload {
 	p := Payload{Type: typ, OperationKey: m.OperationKey, Action: m.Action, Status: m.Status, Title: m.Title,
-		Summary: m.Summary, Fields: []Field{}, Warnings: m.Warnings, Requester: m.Requester,
+		Summary: m.Summary, Fields: []Field{}, Warnings: m.Warnings, WarningCodes: m.WarningCodes, Requester: m.Requester,
 		OnBehalfOf: m.OnBehalfOf, PayloadHash: m.PayloadHash, ExpiresAt: m.ExpiresAt, Required: m.Required,
 		Approvals: m.Approvals, Rejection: m.Rejection, Outcome: m.Outcome}
 	for _, f := range m.Fields {

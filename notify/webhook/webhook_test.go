@@ -154,3 +154,23 @@ func TestPayloadTextsAreSafelyRendered(t *testing.T) {
 		t.Errorf("diff %+v", p.Diff)
 	}
 }
+
+// The webhook carries each warning's stable code beside its sentence, as
+// the agent's preview does (issue 19).
+func TestPayloadCarriesWarningCodes(t *testing.T) {
+	srv, got := sink(t, 204)
+	w := New([]Hook{{Name: "ops", URL: srv.URL, Secret: []byte("s3cret")}})
+	n := notice("ops")
+	n.Message.Warnings = []string{"irreversible", "Attachment x.html is a web document that acts when opened."}
+	n.Message.WarningCodes = []string{approval.WarnIrreversible, approval.WarnActiveAttachment}
+	if _, err := w.Notify(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	var p Payload
+	if err := json.Unmarshal(got()[0].body, &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.WarningCodes) != 2 || p.WarningCodes[1] != "active_attachment" || len(p.Warnings) != 2 {
+		t.Errorf("warnings %q codes %q", p.Warnings, p.WarningCodes)
+	}
+}

@@ -33,7 +33,7 @@ func (f *fixture) batch() audit.Batch {
 	return out[0]
 }
 
-func TestAdvanceScriptMovesTheHeadOnlyFromWhereItWasRead(t *testing.T) {
+func TestAdvanceScriptBranchesMoveTheHeadOnlyFromWhereItWasRead(t *testing.T) {
 	f := newFixture(t)
 	f.draft("agent", 10)
 	f.draft("agent", 10)
@@ -144,7 +144,7 @@ func TestLeaseScriptBranches(t *testing.T) {
 	}
 }
 
-func TestLimitScriptCountsInAFixedWindow(t *testing.T) {
+func TestLimitScriptBranchesCountInAFixedWindow(t *testing.T) {
 	f := newFixture(t)
 	for i := 1; i <= 3; i++ {
 		ok, wait, err := f.st.Allow(bg, "ip:1", 2, time.Minute)

@@ -158,7 +158,7 @@ func TestExpireScriptBranches(t *testing.T) {
 	f.unchanged(x, before)
 }
 
-func TestUndeliveredScriptBacksOffAndAuditsSomeAttempts(t *testing.T) {
+func TestUndeliveredScriptBranchesBackOffAndAuditSomeAttempts(t *testing.T) {
 	f := newFixture(t)
 	op := f.pending()
 	ev := approval.Event{Time: f.now, Event: "notify_failed", Actor: "system", Details: map[string]any{"job": "slack:ada"}}
@@ -209,7 +209,7 @@ func anyString(v any) string {
 	return "?"
 }
 
-func TestUndoneScriptLinksOnlyFromTheExpectedLink(t *testing.T) {
+func TestUndoneScriptBranchesLinkOnlyFromTheExpectedLink(t *testing.T) {
 	f := newFixture(t)
 	keys := f.keys()
 	if ok, err := f.st.SetUndoneBy(bg, nobody(), "", "u1", f.now); err != nil || ok {
@@ -241,7 +241,7 @@ func TestUndoneScriptLinksOnlyFromTheExpectedLink(t *testing.T) {
 	}
 }
 
-func TestAllowanceScriptActivatesOnce(t *testing.T) {
+func TestAllowanceScriptBranchesActivateOnce(t *testing.T) {
 	f := newFixture(t)
 	count, sum := 3, 100.5
 	until := time.Now().Add(time.Hour).Truncate(time.Millisecond).UTC()

@@ -38,6 +38,7 @@ func main() {
 	list := flag.Bool("list", false, "list the sampled mutants, run nothing")
 	run := flag.String("run", "", "passed to go test -run (default: every test)")
 	verbose := flag.Bool("v", false, "print each mutant's outcome as it ends")
+	newTests := flag.String("new", "", "regexp of tests added by a change: a mutant is also judged without them (go test -skip), to give the score before the change")
 	flag.Parse()
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: mutate [flags] TARGET… (Go files, store/lua scripts or package directories)")
@@ -88,15 +89,28 @@ func main() {
 		fail(err)
 	}
 	r := runner{dir: work, timeout: *timeout, run: *run}
-	var all score
-	var survivors []string
+	var all, allBefore score
+	var survivors, killedByNew []string
 	for _, name := range names {
 		g := groups[name]
-		var s score
+		var s, before score
 		for _, m := range g.mutants {
-			out, detail, err := r.try(g.pkg, m)
+			out, detail, err := r.try(g.pkg, m, *newTests)
 			if err != nil {
 				fail(err)
+			}
+			if *newTests != "" {
+				before.add(out)
+				if out == survived {
+					out, detail, err = r.try(g.pkg, m, "")
+					if err != nil {
+						fail(err)
+					}
+					if out != survived {
+						killedByNew = append(killedByNew, m.String()+detail)
+						detail += " [new]"
+					}
+				}
 			}
 			s.add(out)
 			if *verbose {
@@ -106,10 +120,23 @@ func main() {
 				survivors = append(survivors, m.String())
 			}
 		}
+		if *newTests != "" {
+			fmt.Printf("%-22s before %s\n", name, before)
+			allBefore.merge(before)
+		}
 		fmt.Printf("%-22s %s (of %d mutants)\n", name, s, g.total)
 		all.merge(s)
 	}
+	if *newTests != "" {
+		fmt.Printf("%-22s before %s\n", "total", allBefore)
+	}
 	fmt.Printf("%-22s %s\n", "total", all)
+	if *newTests != "" {
+		fmt.Printf("\nkilled only by the new tests (%d):\n", len(killedByNew))
+		for _, s := range killedByNew {
+			fmt.Println("  " + s)
+		}
+	}
 	fmt.Printf("\nsurvivors (%d):\n", len(survivors))
 	for _, s := range survivors {
 		fmt.Println("  " + s)
@@ -232,8 +259,9 @@ type runner struct {
 	run     string
 }
 
-// try applies m in the private copy, runs pkg's tests and restores the file.
-func (r runner) try(pkg string, m mutant) (outcome, string, error) {
+// try applies m in the private copy, runs pkg's tests (but those matching
+// skip) and restores the file.
+func (r runner) try(pkg string, m mutant, skip string) (outcome, string, error) {
 	path := filepath.Join(r.dir, m.File)
 	orig, err := os.ReadFile(path)
 	if err != nil {
@@ -249,6 +277,9 @@ func (r runner) try(pkg string, m mutant) (outcome, string, error) {
 	args := []string{"test", "-count=1", "-failfast", "-vet=off", "-p", "1", "-timeout", r.timeout.String()}
 	if r.run != "" {
 		args = append(args, "-run", r.run)
+	}
+	if skip != "" {
+		args = append(args, "-skip", skip)
 	}
 	cmd := exec.CommandContext(ctx, "go", append(args, "./"+pkg)...)
 	cmd.Dir = r.dir

@@ -38,6 +38,7 @@ func main() {
 	list := flag.Bool("list", false, "list the sampled mutants, run nothing")
 	run := flag.String("run", "", "passed to go test -run (default: every test)")
 	verbose := flag.Bool("v", false, "print each mutant's outcome as it ends")
+	workDir := flag.String("work", "", "the copy of the module to mutate in, kept and refreshed between runs so that its build cache stays warm (default: a temporary directory)")
 	newTests := flag.String("new", "", "regexp of tests added by a change: a mutant is also judged without them (go test -skip), to give the score before the change")
 	flag.Parse()
 	if flag.NArg() == 0 {
@@ -80,11 +81,13 @@ func main() {
 		}
 		return
 	}
-	work, err := os.MkdirTemp("", "mutate-")
-	if err != nil {
-		fail(err)
+	work := *workDir
+	if work == "" {
+		if work, err = os.MkdirTemp("", "mutate-"); err != nil {
+			fail(err)
+		}
+		defer os.RemoveAll(work)
 	}
-	defer os.RemoveAll(work)
 	if err := copyTree(root, work); err != nil {
 		fail(err)
 	}

@@ -1,0 +1,229 @@
+package approval_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/internal/redistest"
+	"github.com/countersign/countersign/store"
+)
+
+// The guards of a decision hold for every approver, not only the first:
+// eligibility (not an approver, the human the agent acts for, decided
+// before, another payload) and step-up, checked again for the second and
+// third approvers after others have decided.
+
+// eligibilityBranches asserts that op, with approvals so far, refuses each
+// kind of ineligible decision and stays as it was.
+func eligibilityBranches(t *testing.T, h *harness, key string, decided []string, selfID string) {
+	t.Helper()
+	before, err := h.store.Get(bg, approval.Ref{Principal: "agent", Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, approve := range []bool{true, false} {
+		if _, _, err := h.svc.DecideAs(bg, key, "mallory", "slack", before.PayloadHash, approve, ""); !isRefusal(err, "not an approver") {
+			t.Fatalf("after %v: mallory (approve %v): %v", decided, approve, err)
+		}
+		if selfID != "" {
+			if _, _, err := h.svc.DecideAs(bg, key, selfID, "slack", before.PayloadHash, approve, ""); !isRefusal(err, "on your behalf") {
+				t.Fatalf("after %v: %s, for whom the agent acts (approve %v): %v", decided, selfID, approve, err)
+			}
+		}
+		for _, who := range decided {
+			if _, res, err := h.svc.DecideAs(bg, key, who, "slack", before.PayloadHash, approve, ""); err != nil || res.Outcome != approval.DecideAlreadyDecided {
+				t.Fatalf("after %v: %s again (approve %v): %v %v", decided, who, approve, res.Outcome, err)
+			}
+		}
+	}
+	after, err := h.store.Get(bg, before.Ref())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Status != before.Status || len(after.Approvals) != len(decided) || after.Version != before.Version {
+		t.Fatalf("refused decisions changed the operation: %s → %s, %d approvals, v%d → v%d",
+			before.Status, after.Status, len(after.Approvals), before.Version, after.Version)
+	}
+}
+
+func isRefusal(err error, words string) bool {
+	var r *approval.Refusal
+	return errors.As(err, &r) && strings.Contains(r.Reason, words)
+}
+
+func TestEligibilityBranchesForEveryApprover(t *testing.T) {
+	h := newHarness(t, opts{required: 2, approvers: []string{"grace", "ada", "sam"}, forbidSelf: true})
+	op := h.prepare(t, 1)
+	op = h.send(t, op.Key)
+	var decided []string
+	for i, who := range []string{"grace", "ada"} {
+		eligibilityBranches(t, h, op.Key, decided, "sam")
+		// Another payload than the one stored is never counted.
+		if _, res, err := h.svc.DecideAs(bg, op.Key, who, "slack", "sha256:"+strings.Repeat("0", 64), true, ""); err != nil ||
+			res.Outcome != approval.DecideHashMismatch {
+			t.Fatalf("%s with another payload: %v %v", who, res.Outcome, err)
+		}
+		cur, res, err := h.svc.DecideAs(bg, op.Key, who, "slack", op.PayloadHash, true, "")
+		want := approval.DecideRecorded
+		if i == 1 {
+			want = approval.DecideApproved
+		}
+		if err != nil || res.Outcome != want || len(cur.Approvals) != i+1 {
+			t.Fatalf("%s: %v %v (%d approvals)", who, res.Outcome, err, len(cur.Approvals))
+		}
+		decided = append(decided, who)
+	}
+	// After the quorum nobody else decides, not even an approver who has not.
+	h2 := newHarness(t, opts{required: 1, approvers: []string{"grace", "ada"}})
+	op2 := h2.send(t, h2.prepare(t, 1).Key)
+	if _, res, _ := h2.svc.DecideAs(bg, op2.Key, "grace", "slack", op2.PayloadHash, true, ""); res.Outcome != approval.DecideApproved {
+		t.Fatal(res.Outcome)
+	}
+	if _, res, err := h2.svc.DecideAs(bg, op2.Key, "ada", "slack", op2.PayloadHash, false, "no"); err != nil || res.Outcome != approval.DecideNotPending {
+		t.Fatalf("ada's rejection after the quorum: %v %v", res.Outcome, err)
+	}
+}
+
+// passkeysFake plays the WebAuthn relying party: an assertion is
+// "credential id|sign count|base64 of the challenge it signs". It checks
+// what package passkey checks that the service depends on: the challenge,
+// and that the credential is one of the approver's.
+type passkeysFake struct{}
+
+func (passkeysFake) Origin() string { return "http://countersign.test" }
+func (passkeysFake) CreationOptions(*approval.Approver, []byte, []approval.PasskeyCredential) ([]byte, error) {
+	return []byte("{}"), nil
+}
+func (passkeysFake) Register(*approval.Approver, []byte, []approval.PasskeyCredential, []byte) (approval.PasskeyCredential, error) {
+	return approval.PasskeyCredential{}, errors.New("not in these tests")
+}
+func (passkeysFake) RequestOptions(*approval.Approver, []byte, []approval.PasskeyCredential) ([]byte, error) {
+	return []byte("{}"), nil
+}
+func (passkeysFake) Check(a *approval.Approver, challenge []byte, creds []approval.PasskeyCredential, raw []byte) (approval.PasskeyUse, error) {
+	parts := strings.Split(string(raw), "|")
+	if len(parts) != 3 {
+		return approval.PasskeyUse{}, &approval.StepUpError{Code: "invalid", Reason: "not an assertion"}
+	}
+	if parts[2] != base64.RawURLEncoding.EncodeToString(challenge) {
+		return approval.PasskeyUse{}, &approval.StepUpError{Code: "challenge", Reason: "signed another challenge"}
+	}
+	n, _ := strconv.Atoi(parts[1])
+	for _, c := range creds {
+		if bytes.Equal(c.ID, []byte(parts[0])) {
+			return approval.PasskeyUse{CredentialID: c.ID, SignCount: uint32(n)}, nil
+		}
+	}
+	return approval.PasskeyUse{}, &approval.StepUpError{Code: "unknown_credential", Reason: "not one of the approver's passkeys"}
+}
+
+func assertion(cred string, count int, op *approval.Operation, approve bool, approver string) context.Context {
+	ch := approval.DecisionChallenge(op.Key, op.PayloadHash, approve, approver)
+	return approval.WithPasskeyAssertion(bg, []byte(cred+"|"+strconv.Itoa(count)+"|"+base64.RawURLEncoding.EncodeToString(ch)))
+}
+
+func TestStepUpBranchesForEveryApprover(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	st := store.New(rdb, nil)
+	t.Cleanup(func() { _ = st.Close() })
+	agent := &approval.Principal{ID: "agent", Scopes: []string{"test.effect"},
+		Quotas: approval.Quotas{MaxDrafts: 100, MaxPending: 100, MaxStoredBytes: 1 << 30, RequestsPerMinute: 1e6, SendsPerMinute: 1e6}}
+	policy := &approval.Policy{Principals: []*approval.Principal{agent},
+		Approvers: []*approval.Approver{{ID: "grace", Email: "grace@example.com"}, {ID: "ada", Email: "ada@example.com"},
+			{ID: "lin", Email: "lin@example.com"}},
+		Routes: []approval.RouteRule{{Name: "stepup", Match: approval.Match{Action: "test.effect"}, ApproverIDs: []string{"grace", "ada", "lin"},
+			Required: 3, Notify: []string{"console"}, StepUp: approval.StepUpPasskey}}}
+	clk := newClock()
+	svc, err := approval.NewService(approval.Config{Store: st, Policy: policy, Actions: []approval.Action{&effect{}},
+		Notifiers: map[string]approval.Notifier{"console": newInbox()}, Links: approval.RandomKeyring(),
+		PublicURL: "http://countersign.test", Now: clk.Now, Writes: func() bool { return true }, Passkeys: passkeysFake{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, who := range []string{"grace", "ada", "lin"} {
+		if err := st.AddEnrolment(bg, who, "n-"+who, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := st.Enrol(bg, who, "n-"+who, approval.PasskeyCredential{ID: []byte("cred-" + who), PublicKey: []byte("k"), Created: clk.Now()}); err != nil || !ok {
+			t.Fatalf("enrol %s: %v %v", who, ok, err)
+		}
+	}
+	op, _, err := svc.Prepare(bg, agent, approval.PrepareCall{Action: "test.effect", Input: []byte(`{"n":1,"note":"x"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op, err = svc.Send(bg, agent, op.Key); err != nil {
+		t.Fatal(err)
+	}
+	approvals := func() int {
+		cur, err := st.Get(bg, op.Ref())
+		if err != nil || cur.Status != approval.StatusPending {
+			t.Fatalf("status %v %v", cur, err)
+		}
+		return len(cur.Approvals)
+	}
+	decide := func(ctx context.Context, who string, approve bool) (approval.DecideResult, error) {
+		_, res, err := svc.DecideAs(ctx, op.Key, who, "email", op.PayloadHash, approve, "")
+		return res, err
+	}
+	for i, who := range []string{"grace", "ada", "lin"} {
+		refusals := map[string]struct {
+			ctx     context.Context
+			approve bool
+			words   string
+		}{
+			"no assertion":                    {bg, true, "needs your passkey"},
+			"no assertion, rejecting":         {bg, false, "needs your passkey"},
+			"another approver's passkey":      {assertion("cred-grace", 9, op, true, who), true, ""},
+			"signed for the other decision":   {assertion("cred-"+who, 9, op, false, who), true, "another decision"},
+			"signed for another approver":     {assertion("cred-"+who, 9, op, true, "mallory"), true, "another decision"},
+			"the rejection's for an approval": {assertion("cred-"+who, 9, op, true, who), false, "another decision"},
+		}
+		for name, r := range refusals {
+			if who == "grace" && name == "another approver's passkey" {
+				continue // it is hers
+			}
+			if _, err := decide(r.ctx, who, r.approve); !isRefusal(err, r.words) {
+				t.Fatalf("%s (approver %d), %s: %v", who, i+1, name, err)
+			}
+			if n := approvals(); n != i {
+				t.Fatalf("%s, %s: %d approvals, want %d", who, name, n, i)
+			}
+		}
+		res, err := decide(assertion("cred-"+who, 1, op, true, who), who, true)
+		want := approval.DecideRecorded
+		if i == 2 {
+			want = approval.DecideApproved
+		}
+		if err != nil || res.Outcome != want {
+			t.Fatalf("%s with a passkey: %v %v", who, res.Outcome, err)
+		}
+		if i < 2 && approvals() != i+1 {
+			t.Fatalf("%s's approval was not counted", who)
+		}
+	}
+	// The refusals and the verified step-ups are in the audit trail.
+	evs, err := st.Events(bg, op.Ref())
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused, verified := 0, 0
+	for _, e := range evs {
+		switch e.Event {
+		case "step_up_refused":
+			refused++
+		case "step_up":
+			verified++
+		}
+	}
+	if refused != 5+6+6 || verified != 3 {
+		t.Fatalf("audited %d refused and %d verified step-ups", refused, verified)
+	}
+}

@@ -140,9 +140,9 @@ func TestStepUpBranchesForEveryApprover(t *testing.T) {
 			{ID: "lin", Email: "lin@example.com"}},
 		Routes: []approval.RouteRule{{Name: "stepup", Match: approval.Match{Action: "test.effect"}, ApproverIDs: []string{"grace", "ada", "lin"},
 			Required: 3, Notify: []string{"console"}, StepUp: approval.StepUpPasskey}}}
-	clk := newClock()
+	clk, ib := newClock(), newInbox()
 	svc, err := approval.NewService(approval.Config{Store: st, Policy: policy, Actions: []approval.Action{&effect{}},
-		Notifiers: map[string]approval.Notifier{"console": newInbox()}, Links: approval.RandomKeyring(),
+		Notifiers: map[string]approval.Notifier{"console": ib}, Links: approval.RandomKeyring(),
 		PublicURL: "http://countersign.test", Now: clk.Now, Writes: func() bool { return true }, Passkeys: passkeysFake{}})
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +172,13 @@ func TestStepUpBranchesForEveryApprover(t *testing.T) {
 	decide := func(ctx context.Context, who string, approve bool) (approval.DecideResult, error) {
 		_, res, err := svc.DecideAs(ctx, op.Key, who, "email", op.PayloadHash, approve, "")
 		return res, err
+	}
+	// The page's path refuses the same way, and says so.
+	if err := svc.Reconcile(bg, op.Ref()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.DecideByLink(bg, ib.link(t, "grace"), true, ""); !isRefusal(err, "needs your passkey") {
+		t.Fatalf("grace by her link without a passkey: %v", err)
 	}
 	for i, who := range []string{"grace", "ada", "lin"} {
 		refusals := map[string]struct {
@@ -223,7 +230,87 @@ func TestStepUpBranchesForEveryApprover(t *testing.T) {
 			verified++
 		}
 	}
-	if refused != 5+6+6 || verified != 3 {
+	if refused != 1+5+6+6 || verified != 3 {
 		t.Fatalf("audited %d refused and %d verified step-ups", refused, verified)
+	}
+}
+
+// TestOpenLinkBranchOperationGone: a link whose operation no longer exists
+// (its retention ended) is unknown, not an error.
+func TestOpenLinkBranchOperationGone(t *testing.T) {
+	h := newHarness(t, opts{})
+	op := h.send(t, h.prepare(t, 1).Key)
+	if err := h.svc.Reconcile(bg, op.Ref()); err != nil {
+		t.Fatal(err)
+	}
+	link := h.inbox.link(t, "grace")
+	rdb := h.store.Client()
+	keys, err := rdb.Keys(bg, "cs:*:"+op.Key+"*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("keys %v %v", keys, err)
+	}
+	if err := rdb.Del(bg, keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := h.svc.OpenLink(bg, link)
+	if err != nil || v.Problem != approval.LinkUnknown || v.Op != nil {
+		t.Fatalf("open: %+v %v", v, err)
+	}
+	if v, res, err := h.svc.DecideByLink(bg, link, true, ""); err != nil || v.Problem != approval.LinkUnknown || res.Outcome != "" {
+		t.Fatalf("decide: %+v %v %v", v, res, err)
+	}
+}
+
+// failingAllowances is the real store whose AddAllowance fails, as Redis
+// refusing a write would.
+type failingAllowances struct{ *store.Redis }
+
+func (failingAllowances) AddAllowance(context.Context, approval.Allowance) error {
+	return errors.New("OOM command not allowed when used memory > 'maxmemory'")
+}
+
+// TestGrantBranchActivationFails: an approved allowance.grant whose
+// activation the store refuses fails; it never reads as succeeded, and
+// nothing is approved by it.
+func TestGrantBranchActivationFails(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	real := store.New(rdb, nil)
+	t.Cleanup(func() { _ = real.Close() })
+	st := failingAllowances{real}
+	agent := &approval.Principal{ID: "agent", Scopes: []string{"test.effect"},
+		Quotas: approval.Quotas{MaxDrafts: 100, MaxPending: 100, MaxStoredBytes: 1 << 30, RequestsPerMinute: 1e6, SendsPerMinute: 1e6}}
+	policy := &approval.Policy{Principals: []*approval.Principal{agent},
+		Approvers: []*approval.Approver{{ID: "grace", Email: "grace@example.com"}},
+		Routes: []approval.RouteRule{{Name: "test", Match: approval.Match{Action: "test.effect"}, ApproverIDs: []string{"grace"}, Required: 1, Notify: []string{"console"}},
+			{Name: "allowances", Match: approval.Match{Action: approval.GrantAction}, ApproverIDs: []string{"grace"}, Required: 1, Notify: []string{"console"}}}}
+	svc, err := approval.NewService(approval.Config{Store: st, Policy: policy, Actions: []approval.Action{&effect{}},
+		Notifiers: map[string]approval.Notifier{"console": newInbox()}, Links: approval.RandomKeyring(),
+		PublicURL: "http://countersign.test", Now: newClock().Now, Writes: func() bool { return true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan struct{})
+	go func() { defer close(done); svc.RunWorkers(ctx, real, "w", 1) }()
+	t.Cleanup(func() { cancel(); <-done })
+	op, _, err := svc.RequestAllowance(bg, agent, []byte(`{"action":"test.effect","budget":{"count":3},"ttl":"1h","reason":"r"}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, res, err := svc.DecideAs(bg, op.Key, "grace", "email", op.PayloadHash, true, ""); err != nil || res.Outcome != approval.DecideApproved {
+		t.Fatalf("approve: %v %v", res.Outcome, err)
+	}
+	var cur *approval.Operation
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if cur, err = real.Get(bg, op.Ref()); err == nil && cur.Status.Terminal() {
+			break
+		}
+	}
+	if cur == nil || cur.Status != approval.StatusFailed || cur.Error == nil || cur.Error.Code != approval.CodeExecutionFailed ||
+		!strings.Contains(cur.Error.Message, "could not be activated") {
+		t.Fatalf("after a failed activation: %+v", cur)
+	}
+	if all, _ := real.Allowances(bg, "agent"); len(all) != 0 {
+		t.Fatalf("allowances %+v", all)
 	}
 }

@@ -215,13 +215,40 @@ func TestStepUpBranchesForEveryApprover(t *testing.T) {
 		if i < 2 && approvals() != i+1 {
 			t.Fatalf("%s's approval was not counted", who)
 		}
+		// A decision the store refuses anyway needs no passkey: the
+		// approver learns why (decided before, another payload).
+		if _, res, err := svc.DecideAs(bg, op.Key, who, "email", op.PayloadHash, false, ""); err != nil || res.Outcome != approval.DecideAlreadyDecided &&
+			!(i == 2 && res.Outcome == approval.DecideNotPending) {
+			t.Fatalf("%s again, without a passkey: %v %v", who, res.Outcome, err)
+		}
+		if i < 2 {
+			next := []string{"ada", "lin"}[i]
+			if _, res, err := svc.DecideAs(bg, op.Key, next, "email", "sha256:other", true, ""); err != nil || res.Outcome != approval.DecideHashMismatch {
+				t.Fatalf("%s with another payload, without a passkey: %v %v", next, res.Outcome, err)
+			}
+		}
+	}
+	// After a rejection, the others are told it is no longer pending.
+	op2, _, err := svc.Prepare(bg, agent, approval.PrepareCall{Action: "test.effect", Input: []byte(`{"n":2,"note":"x"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op2, err = svc.Send(bg, agent, op2.Key); err != nil {
+		t.Fatal(err)
+	}
+	if _, res, err := svc.DecideAs(assertion("cred-grace", 2, op2, false, "grace"), op2.Key, "grace", "email", op2.PayloadHash, false, "no"); err != nil ||
+		res.Outcome != approval.DecideRejected {
+		t.Fatalf("grace rejects: %v %v", res.Outcome, err)
+	}
+	if _, res, err := svc.DecideAs(bg, op2.Key, "ada", "email", op2.PayloadHash, true, ""); err != nil || res.Outcome != approval.DecideNotPending {
+		t.Fatalf("ada after the rejection, without a passkey: %v %v", res.Outcome, err)
 	}
 	// The refusals and the verified step-ups are in the audit trail.
 	evs, err := st.Events(bg, op.Ref())
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused, verified := 0, 0
+	refused, verified := 0, 0 // on op
 	for _, e := range evs {
 		switch e.Event {
 		case "step_up_refused":

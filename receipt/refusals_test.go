@@ -382,3 +382,20 @@ func TestMemoryReplayCacheEachRefusal(t *testing.T) {
 		t.Fatal(fmt.Sprint(d.Len()))
 	}
 }
+
+// TestMiddlewareEachRefusalDefaultCache: the default replay cache holds
+// many receipts (one per operation), refusing only replays.
+func TestMiddlewareEachRefusalDefaultCache(t *testing.T) {
+	s := newSigner(t, seedKey(t, "k1", 1))
+	g := newGuardedTarget(t, s.Keys(), nil)
+	for i := range 3 {
+		w := sent{method: "POST", path: "/invoices", body: fmt.Sprintf(`{"n":%d}`, i)}
+		w.token = g.receiptFor(t, s, fmt.Sprintf("op_%026d", i), w, t0)
+		if st, body := g.send(t, w); st != 200 {
+			t.Fatalf("operation %d: %d %s", i, st, body)
+		}
+		if st, _ := g.send(t, w); st != 401 {
+			t.Fatalf("operation %d again: %d", i, st)
+		}
+	}
+}

@@ -181,7 +181,7 @@ func TestVerifyEachRefusalOfCoverage(t *testing.T) {
 	}
 }
 
-func TestPeekShowsWithoutTrusting(t *testing.T) {
+func TestPeekEachRefusalShowsWithoutTrusting(t *testing.T) {
 	other := handmade(t, map[string]any{"alg": "EdDSA", "kid": "k7", "typ": receipt.Type}, fullClaims())
 	kid, c, err := receipt.Peek(other)
 	if err != nil || kid != "k7" || c.ID != opKey || c.Audience != "calendar" {

@@ -535,3 +535,56 @@ func TestSupersedeScriptBranches(t *testing.T) {
 		}
 	}
 }
+
+// TestDecideScriptBranchesRetriedDecisions: a decision's retry (the same
+// transition id) reads as its own outcome, never as another's.
+func TestDecideScriptBranchesRetriedDecisions(t *testing.T) {
+	f := newFixture(t)
+	op := f.pending()
+	rej := f.decision(op, "grace", false)
+	for i := range 2 {
+		if res, err := f.st.Decide(bg, op.Ref(), rej); err != nil || res.Outcome != approval.DecideRejected || res.Status != approval.StatusRejected {
+			t.Fatalf("rejection, call %d: %+v %v", i+1, res, err)
+		}
+	}
+	if got := f.eventNames(op); got != "prepared,sent,approval" { // the fixture names every decision so
+		t.Fatalf("events %s", got)
+	}
+	// Another's decision on the rejected operation is not pending.
+	if res, _ := f.st.Decide(bg, op.Ref(), f.decision(op, "ada", true)); res.Outcome != approval.DecideNotPending {
+		t.Fatalf("ada after the rejection: %+v", res)
+	}
+
+	// A decision past the window expires the operation; its retry says it
+	// is not pending (it was not rejected, nor approved).
+	op = f.pending()
+	late := f.decision(op, "grace", true)
+	late.Now = op.ExpiresAt
+	if res, err := f.st.Decide(bg, op.Ref(), late); err != nil || res.Outcome != approval.DecideExpired || res.Status != approval.StatusExpired {
+		t.Fatalf("late decision: %+v %v", res, err)
+	}
+	if res, err := f.st.Decide(bg, op.Ref(), late); err != nil || res.Outcome != approval.DecideNotPending || res.Status != approval.StatusExpired {
+		t.Fatalf("its retry: %+v %v", res, err)
+	}
+	if cur := f.get(op); len(cur.Approvals) != 0 || cur.Rejection != nil {
+		t.Fatalf("after: approvals %d, rejection %v", len(cur.Approvals), cur.Rejection)
+	}
+
+	// A retried approval: recorded, then approved once the quorum is made.
+	op = f.pending()
+	first := f.decision(op, "grace", true)
+	for range 2 {
+		if res, _ := f.st.Decide(bg, op.Ref(), first); res.Outcome != approval.DecideRecorded {
+			t.Fatalf("grace: %+v", res)
+		}
+	}
+	second := f.decision(op, "ada", true)
+	for range 2 {
+		if res, _ := f.st.Decide(bg, op.Ref(), second); res.Outcome != approval.DecideApproved || res.Status != approval.StatusApproved {
+			t.Fatalf("ada: %+v", res)
+		}
+	}
+	if res, _ := f.st.Decide(bg, op.Ref(), first); res.Outcome != approval.DecideApproved {
+		t.Fatalf("grace's retry after the quorum: %+v", res)
+	}
+}

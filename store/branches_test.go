@@ -588,3 +588,43 @@ func TestDecideScriptBranchesRetriedDecisions(t *testing.T) {
 		t.Fatalf("grace's retry after the quorum: %+v", res)
 	}
 }
+
+// TestSettleScriptBranches: an operator's settlement of an executing
+// operation, its retry (done, once), and a second settlement (refused).
+func TestSettleScriptBranches(t *testing.T) {
+	f := newFixture(t)
+	if _, _, err := f.st.Settle(bg, nobody(), approval.SettleTransition{Step: step(f.now, "reconciled"), To: approval.StatusFailed}); code(err) != approval.CodeNotFound {
+		t.Fatalf("missing: %v", err)
+	}
+	op := f.pending()
+	before := f.hash(op)
+	if st, moved, err := f.st.Settle(bg, op.Ref(), approval.SettleTransition{Step: step(f.now, "reconciled"), To: approval.StatusFailed}); err != nil || moved || st != approval.StatusPending {
+		t.Fatalf("pending: %s %v %v", st, moved, err)
+	}
+	f.unchanged(op, before)
+	f.approve(op, "grace")
+	f.approve(op, "ada")
+	if ok, _, err := f.st.Claim(bg, op.Ref(), claim(f.now, "dead")); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	s := approval.SettleTransition{Step: step(f.now, "reconciled"), To: approval.StatusFailed,
+		Error: &approval.OpError{Code: approval.CodeExecutionFailed, Message: "settled by an operator"}}
+	for i := range 2 {
+		if st, moved, err := f.st.Settle(bg, op.Ref(), s); err != nil || !moved || st != approval.StatusExecuting {
+			t.Fatalf("settle, call %d: %s %v %v", i+1, st, moved, err)
+		}
+	}
+	cur := f.get(op)
+	if cur.Status != approval.StatusFailed || cur.Error == nil || cur.Error.Message != "settled by an operator" {
+		t.Fatalf("after: %s %+v", cur.Status, cur.Error)
+	}
+	if got := f.eventNames(op); !strings.HasSuffix(got, ",executing,reconciled") || strings.Count(got, "reconciled") != 1 {
+		t.Fatalf("events %s", got)
+	}
+	before = f.hash(op)
+	other := approval.SettleTransition{Step: step(f.now, "reconciled"), To: approval.StatusSucceeded}
+	if st, moved, err := f.st.Settle(bg, op.Ref(), other); err != nil || moved || st != approval.StatusFailed {
+		t.Fatalf("second settlement: %s %v %v", st, moved, err)
+	}
+	f.unchanged(op, before)
+}

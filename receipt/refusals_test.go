@@ -1,6 +1,7 @@
 package receipt_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -83,6 +85,9 @@ func TestVerifyEachRefusalOfTheForm(t *testing.T) {
 		if err := verify(tok); receipt.ReasonOf(err) != receipt.ReasonMalformed {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+	if err := verify(cases["claims that are not an object"]); err == nil || !strings.Contains(err.Error(), "not a receipt's") {
+		t.Errorf("claims that are not an object: %v", err)
 	}
 	// The typ is compared without case (RFC 7515 §4.1.9).
 	if err := verify(handmade(t, map[string]any{"alg": "EdDSA", "kid": "k1", "typ": strings.ToUpper(receipt.Type)}, fullClaims())); err != nil {
@@ -397,5 +402,34 @@ func TestMiddlewareEachRefusalDefaultCache(t *testing.T) {
 		if st, _ := g.send(t, w); st != 401 {
 			t.Fatalf("operation %d again: %d", i, st)
 		}
+	}
+}
+
+// TestMiddlewareEachRefusalBodyCutShort: a body that ends before its
+// Content-Length is refused as unreadable (400), not hashed as it came.
+func TestMiddlewareEachRefusalBodyCutShort(t *testing.T) {
+	s := newSigner(t, seedKey(t, "k1", 1))
+	g := newGuardedTarget(t, s.Keys(), nil)
+	w := sent{method: "POST", path: "/x", body: "0123456789"}
+	tok := g.receiptFor(t, s, opKey, w, t0)
+	conn, err := net.Dial("tcp", g.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "POST /x HTTP/1.1\r\nHost: %s\r\n%s: %s\r\nContent-Length: 100\r\n\r\n0123456789", g.Listener.Addr(), receipt.Header, tok)
+	_ = conn.(*net.TCPConn).CloseWrite()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(string(b), "could not be read") {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	if len(g.handled()) != 0 {
+		t.Fatal("a cut body reached the handler")
 	}
 }

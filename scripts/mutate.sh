@@ -25,7 +25,7 @@ critical=(
 flags=() targets=()
 while (($#)); do
   case $1 in
-    -max|-seed|-timeout|-run|-new|-work) flags+=("$1" "$2"); shift 2 ;;
+    -max|-seed|-timeout|-run|-new|-work|-match) flags+=("$1" "$2"); shift 2 ;;
     -*) flags+=("$1"); shift ;;
     *) targets+=("$1"); shift ;;
   esac

@@ -25,6 +25,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -38,6 +40,7 @@ func main() {
 	list := flag.Bool("list", false, "list the sampled mutants, run nothing")
 	run := flag.String("run", "", "passed to go test -run (default: every test)")
 	verbose := flag.Bool("v", false, "print each mutant's outcome as it ends")
+	match := flag.String("match", "", "regexp: only the mutants whose description (file:line: mutation) matches, e.g. the survivors of a run")
 	workDir := flag.String("work", "", "the copy of the module to mutate in, kept and refreshed between runs so that its build cache stays warm (default: a temporary directory)")
 	newTests := flag.String("new", "", "regexp of tests added by a change: a mutant is also judged without them (go test -skip), to give the score before the change")
 	flag.Parse()
@@ -52,6 +55,18 @@ func main() {
 	groups, err := collect(root, flag.Args())
 	if err != nil {
 		fail(err)
+	}
+	if *match != "" {
+		re, err := regexp.Compile(*match)
+		if err != nil {
+			fail(fmt.Errorf("mutate: -match: %w", err))
+		}
+		for name, g := range groups {
+			g.mutants = slices.DeleteFunc(g.mutants, func(m mutant) bool { return !re.MatchString(m.String()) })
+			if len(g.mutants) == 0 {
+				delete(groups, name)
+			}
+		}
 	}
 	rng := rand.New(rand.NewPCG(*seed, 0x6d757461))
 	var names []string

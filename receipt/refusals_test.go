@@ -433,3 +433,17 @@ func TestMiddlewareEachRefusalBodyCutShort(t *testing.T) {
 		t.Fatal("a cut body reached the handler")
 	}
 }
+
+// TestMiddlewareEachRefusalOneByteLimit: a MaxBody of one byte is one
+// byte, not the default.
+func TestMiddlewareEachRefusalOneByteLimit(t *testing.T) {
+	s := newSigner(t, seedKey(t, "k1", 1))
+	g := newGuardedTarget(t, s.Keys(), func(c *receipt.Config) { c.MaxBody = 1 })
+	for body, want := range map[string]int{"x": 200, "xy": 413} {
+		w := sent{method: "POST", path: "/x", body: body}
+		w.token = g.receiptFor(t, s, "op_"+strings.Repeat(body[:1], 24)+fmt.Sprintf("%02d", len(body)), w, t0)
+		if st, b := g.send(t, w); st != want {
+			t.Fatalf("body %q: %d %s, want %d", body, st, b, want)
+		}
+	}
+}

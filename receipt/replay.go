@@ -55,7 +55,9 @@ func (m *MemoryReplayCache) Use(_ context.Context, id string, exp time.Time) (bo
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
-	for len(m.exp) > 0 && !m.exp[0].at.After(now) {
+	// An id is held through the instant exp itself: the verifier still
+	// accepts its receipt then (it refuses only after exp plus leeway).
+	for len(m.exp) > 0 && m.exp[0].at.Before(now) {
 		e := heap.Pop(&m.exp).(expiry)
 		if m.seen[e.id].Equal(e.at) {
 			delete(m.seen, e.id)

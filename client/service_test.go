@@ -253,8 +253,13 @@ func TestAdminAgainstTheService(t *testing.T) {
 	if _, err := a.Reconcile(ctx, hung.OperationKey, approval.StatusFailed, " "); approval.ErrorCode(err) != approval.CodeInvalidInput {
 		t.Errorf("Reconcile without a note: %v", err)
 	}
-	v, err := a.Reconcile(ctx, hung.OperationKey, approval.StatusFailed, "the mailbox has no such message")
-	if err != nil || v.Status != approval.StatusFailed || v.Error == nil {
+	// The executor still holds its lease (it is hung, not dead): failed is
+	// refused, and only unknown settles it now (issue 20, fencing).
+	if _, err := a.Reconcile(ctx, hung.OperationKey, approval.StatusFailed, "the mailbox has no such message"); approval.ErrorCode(err) != approval.CodeInvalidState {
+		t.Errorf("Reconcile failed while the lease is live: %v", err)
+	}
+	v, err := a.Reconcile(ctx, hung.OperationKey, approval.OutcomeUnknown, "the mailbox has no such message")
+	if err != nil || v.Status != approval.StatusFailed || v.Error == nil || v.Error.OutcomeUnknown == nil || !*v.Error.OutcomeUnknown {
 		t.Fatalf("Reconcile: %+v %v", v, err)
 	}
 	op, evs, err := a.Show(ctx, hung.OperationKey)

@@ -20,7 +20,9 @@ func TestLateFailedDeliveryOfADeliveredJobRecordsNothing(t *testing.T) {
 	if got, _, err := f.st.Lease(bg, op.Ref(), lease, "paused", 50*time.Millisecond); err != nil || !got {
 		t.Fatalf("the first worker's lease: %v %v", got, err)
 	}
-	time.Sleep(100 * time.Millisecond) // it is paused; its lease runs out
+	// it is paused; its lease runs out (miniredis moves its TTLs every
+	// 100 ms: store.RealTimeTTL)
+	time.Sleep(300 * time.Millisecond)
 	if got, _, err := f.st.Lease(bg, op.Ref(), lease, "other", time.Minute); err != nil || !got {
 		t.Fatalf("the other worker's lease: %v %v", got, err)
 	}

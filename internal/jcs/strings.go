@@ -136,8 +136,19 @@ func (t *transformer) hex4() (rune, error) {
 	if t.i+4 > len(t.in) {
 		return 0, errors.New("jcs: short \\u escape")
 	}
+	r, ok := Hex4(t.in[t.i : t.i+4])
+	if !ok {
+		return 0, errors.New("jcs: bad \\u escape")
+	}
+	t.i += 4
+	return r, nil
+}
+
+// Hex4 reads the four hex digits of a JSON \u escape (b holds exactly
+// them); jsonx's scanner reads escapes the same way.
+func Hex4(b []byte) (rune, bool) {
 	var r rune
-	for _, c := range t.in[t.i : t.i+4] {
+	for _, c := range b {
 		switch {
 		case c >= '0' && c <= '9':
 			r = r<<4 | rune(c-'0')
@@ -146,11 +157,10 @@ func (t *transformer) hex4() (rune, error) {
 		case c >= 'A' && c <= 'F':
 			r = r<<4 | rune(c-'A'+10)
 		default:
-			return 0, errors.New("jcs: bad \\u escape")
+			return 0, false
 		}
 	}
-	t.i += 4
-	return r, nil
+	return r, true
 }
 
 const hexDigits = "0123456789abcdef"

@@ -244,21 +244,11 @@ func (s *scanner) hex4() (rune, bool) {
 	if s.i+4 > len(s.b) {
 		return 0, false
 	}
-	var r rune
-	for _, c := range s.b[s.i : s.i+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
+	r, ok := jcs.Hex4(s.b[s.i : s.i+4])
+	if ok {
+		s.i += 4
 	}
-	s.i += 4
-	return r, true
+	return r, ok
 }
 
 // scalar reads a literal or a number, checking the number.

@@ -161,6 +161,7 @@ func TestHostile3OddEncodingsRefusedCheaply(t *testing.T) {
 	const parallel = 4
 	var slowest time.Duration
 	var mu sync.Mutex
+	statuses := map[string]map[int]bool{} // shape → statuses seen (0: closed)
 	start := time.Now()
 	for _, a := range attacks {
 		var wg sync.WaitGroup
@@ -176,6 +177,10 @@ func TestHostile3OddEncodingsRefusedCheaply(t *testing.T) {
 				}
 				mu.Lock()
 				slowest = max(slowest, res.Took)
+				if statuses[a.shape.Name] == nil {
+					statuses[a.shape.Name] = map[int]bool{}
+				}
+				statuses[a.shape.Name][res.Status] = true
 				mu.Unlock()
 				switch {
 				case a.want415 && res.Status != http.StatusUnsupportedMediaType:
@@ -197,9 +202,14 @@ func TestHostile3OddEncodingsRefusedCheaply(t *testing.T) {
 	close(stop)
 	<-sampled
 	growth := int64(peak.Load()) - int64(before.HeapInuse)
-	t.Logf("%d unauthenticated hostile requests (%d attacks × %d at once) in %s, slowest %s; peak heap %.1f MiB over the %.1f MiB before",
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	t.Logf("%d unauthenticated hostile requests (%d attacks × %d at once) in %s, slowest %s; allocated %.1f KiB a request (the idle service's own allocations included); peak heap %.1f MiB over the %.1f MiB before",
 		len(attacks)*parallel, len(attacks), parallel, elapsed.Round(time.Millisecond), slowest.Round(time.Millisecond),
-		float64(growth)/(1<<20), float64(before.HeapInuse)/(1<<20))
+		float64(after.TotalAlloc-before.TotalAlloc)/float64(len(attacks)*parallel)/1024, float64(growth)/(1<<20), float64(before.HeapInuse)/(1<<20))
+	for _, sh := range append(tricks, encodings[3], encodings[8]) {
+		t.Logf("%s: %v", sh.Name, statuses[sh.Name])
+	}
 	// One decompressed bomb alone would be 32 MiB; four at once 128 MiB.
 	if growth > 24<<20 {
 		t.Errorf("the heap grew by %d bytes; the bound is 24 MiB", growth)
@@ -365,7 +375,7 @@ func requiredFor(t *testing.T, body json.RawMessage) int {
 // HTTP request): a JSON-RPC batch of prepares on /mcp, however it is
 // written (whitespace before '[', nested arrays, a byte order mark, a
 // batch of one, under any Content-Type, with or without a protocol
-// version), prepares nothing and leaves Redis as it was.
+// version, with a Content-Length or chunked), prepares nothing and leaves Redis as it was.
 func TestHostile3MCPBatchesInAnyFormStoreNothing(t *testing.T) {
 	srv, target := hostileService(t)
 	srv.call(t, "GET", "/v1/operations", srv.APIKey, "") // the principal's rate counter
@@ -401,7 +411,11 @@ func TestHostile3MCPBatchesInAnyFormStoreNothing(t *testing.T) {
 	for name, body := range bodies {
 		for _, ct := range []string{"application/json", "APPLICATION/JSON; charset=utf-8", "text/plain", "application/json-rpc", ""} {
 			for _, version := range []string{"", "2025-03-26", "2024-11-05"} {
-				req, err := http.NewRequest("POST", srv.URL()+"/mcp", strings.NewReader(body))
+				var r io.Reader = strings.NewReader(body)
+				if total%2 == 1 {
+					r = io.MultiReader(r) // sent chunked, with no Content-Length
+				}
+				req, err := http.NewRequest("POST", srv.URL()+"/mcp", r)
 				must(t, err)
 				req.Header.Set("Authorization", "Bearer "+srv.APIKey)
 				if ct != "" {
@@ -719,5 +733,44 @@ func TestHostile3ContentEncodingInTrailer(t *testing.T) {
 	}
 	if after := storedOperations(t, srv); after != before {
 		t.Fatalf("a gzipped body was decompressed and prepared: %d keys more", after-before)
+	}
+}
+
+// TestHostile3EmailDuplicateMembers (class 2 for email.send): an input,
+// or a request, that names a field twice (plainly or with escapes) so
+// that the policy (allowed_domains, max_recipients) could read one value
+// and the sender another is refused with invalid_input, or accepted only
+// when every recipient stored (what is sent) passes the policy.
+func TestHostile3EmailDuplicateMembers(t *testing.T) {
+	smtp := smtptest.Start(t, smtptest.Options{})
+	srv := startService(t, serviceOpts{Config: loopConfig(1, "email"), Env: map[string]string{"COUNTERSIGN_SMTP_URL": smtp.URL()}})
+	good := `["a@client.example"]`
+	evil := `["x@evil.example","y@evil.example","z@evil.example","w@evil.example"]`
+	in := func(to1, to2 string) string {
+		return `{"to":` + to1 + `,"subject":"S","text":"t","\u0074o":` + to2 + `}`
+	}
+	for _, body := range []string{
+		`{"action":"email.send","input":` + in(good, evil) + `}`,
+		`{"action":"email.send","input":` + in(evil, good) + `}`,
+		`{"action":"email.send","input":{"to":` + good + `,"to":` + evil + `,"subject":"S","text":"t"}}`,
+		`{"action":"email.send","input":{"to":` + good + `,"subject":"S","text":"t"},"input":{"to":` + evil + `,"subject":"S","text":"t"}}`,
+		`{"action":"email.send","input":{"to":` + evil + `,"subject":"S","text":"t"},"\u0069nput":{"to":` + good + `,"subject":"S","text":"t"}}`,
+		`{"action":"email.send","input":{"to":` + good + `,"cc":` + good + `,"c\u0063":` + evil + `,"subject":"S","text":"t"}}`,
+		`{"action":"email.send","input":{"to":` + good + `,"subject":"S","text":"t","attachments":[],"attachments":[{"name":"a.exe","content_type":"application/octet-stream","content_base64":"TVo="}]}}`,
+	} {
+		st, b := srv.call(t, "POST", "/v1/operations", srv.APIKey, body)
+		if st != 201 {
+			e := decode[apiError](t, b)
+			t.Logf("%s: %d %s %v", body, st, e.Error.Code, e.Error.Details["rule"])
+			if st >= 500 || e.Error.Code == "" {
+				t.Errorf("%s: %d %s", body, st, b)
+			}
+			continue
+		}
+		o := decode[op](t, b)
+		t.Logf("%s: accepted, stored %s", body, o.Input)
+		if bytes.Contains(o.Input, []byte("evil.example")) || bytes.Contains(o.Input, []byte("a.exe")) && !bytes.Contains(b, []byte("warning")) {
+			t.Errorf("%s: accepted, and what is sent is not what the policy passed: %s", body, o.Input)
+		}
 	}
 }

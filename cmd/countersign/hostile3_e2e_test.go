@@ -245,10 +245,8 @@ func hostile3Config(t *testing.T, targetURL string) string {
 // routed by exactly the value stored (which is what executes): never the
 // one-approver route while what runs holds a value that needs two.
 func TestHostile3TwoSpellingsAndNumbers(t *testing.T) {
-	target := &e2eTarget{doc: map[string]any{}}
 	srv := startService(t, serviceOpts{Config: hostile3Config(t, "http://127.0.0.1:1"), Env: map[string]string{"CAL_TOKEN": httpreqCred}})
 	srv.APIKey = httpreqAPIKey
-	_ = target
 	srv.call(t, "GET", "/v1/operations", srv.APIKey, "") // the principal's rate counter
 
 	type verdict int
@@ -771,6 +769,77 @@ func TestHostile3EmailDuplicateMembers(t *testing.T) {
 		t.Logf("%s: accepted, stored %s", body, o.Input)
 		if bytes.Contains(o.Input, []byte("evil.example")) || bytes.Contains(o.Input, []byte("a.exe")) && !bytes.Contains(b, []byte("warning")) {
 			t.Errorf("%s: accepted, and what is sent is not what the policy passed: %s", body, o.Input)
+		}
+	}
+}
+
+// TestHostile3AllowanceSumSpentAsSent (class 2, the allowance form): under
+// an approved allowance with a sum budget of 100 on body.amount, amounts in
+// unusual spellings spend exactly what is stored (and sent), and no
+// sequence of them gets an amount over what is left past the human: a
+// negative amount, if it is let through at all, must not make room for
+// more than 100 in all.
+func TestHostile3AllowanceSumSpentAsSent(t *testing.T) {
+	cfg := hostile3Config(t, "http://127.0.0.1:1")
+	cfg = strings.Replace(cfg, "  - name: platinum\n", `  - name: allowances
+    match: {action: allowance.grant}
+    approvers: {groups: [finance]}
+    notify: [console]
+  - name: platinum
+`, 1)
+	cfg = strings.Replace(cfg, "  - name: invoices\n    match: {action: http.request, target: billing}\n    approvers: {groups: [finance]}\n",
+		"  - name: invoices\n    match: {action: http.request, target: billing}\n    approvers: {groups: [finance]}\n    allowances: allow\n", 1)
+	if !strings.Contains(cfg, "allowances: allow") {
+		t.Fatal("the config changed: no invoices route")
+	}
+	cfg = strings.Replace(cfg, `scopes: ["http.request:calendar", "http.request:billing"]`, `scopes: ["http.request:calendar", "http.request:billing", "allowance.grant"]`, 1)
+	srv := startService(t, serviceOpts{Config: cfg, Env: map[string]string{"CAL_TOKEN": httpreqCred}})
+	srv.APIKey = httpreqAPIKey
+	st, raw := srv.call(t, "POST", "/v1/allowances", srv.APIKey, `{"action":"http.request","match":{"target":["billing"]},`+
+		`"budget":{"sum":{"attr":"body.amount","max":100}},"ttl":"1h","reason":"small invoices"}`)
+	if st != 201 {
+		t.Fatalf("request allowance: %d %s", st, raw)
+	}
+	g := decode[op](t, raw)
+	if st, _ := newBrowser().decide(t, srv.consoleLink(t, g.Key, "grace"), "approve", ""); st != 200 {
+		t.Fatalf("approve the allowance: %d", st)
+	}
+	srv.waitFor(t, g.Key, "succeeded")
+
+	spent := 0.0 // what went out without a human, as stored
+	// Within the budget, spent as stored: 10 + 5e-324 + 0.30000000000000004
+	// + 0 + 25 + 60 + 4.6 = 99.9; then 0.2 is over what is left.
+	human := map[string]bool{`-1000`: true, `-1E+3`: true, `99`: true, `100`: true, `1000`: true, `0.2`: true}
+	for _, amount := range []string{`1E+1`, `5e-324`, `0.30000000000000004`, `-0`, `2.5e1`, `-1000`, `-1E+3`, `60`, `99`, `100`, `1000`, `4.6`, `0.2`} {
+		body := `{"action":"http.request","input":{"target":"billing","method":"POST","path":"/invoices","body":{"amount":` + amount + `}}}`
+		st, b := srv.call(t, "POST", "/v1/operations", srv.APIKey, body)
+		if st != 201 {
+			e := decode[apiError](t, b)
+			t.Logf("amount %s: refused, %d %s %v", amount, st, e.Error.Code, e.Error.Details["rule"])
+			continue
+		}
+		o := decode[op](t, b)
+		st, b = srv.call(t, "POST", "/v1/operations/"+o.Key+"/send", srv.APIKey, "")
+		if st != 202 {
+			t.Fatalf("send %s: %d %s", amount, st, b)
+		}
+		sent := decode[op](t, b)
+		var stored struct {
+			Body struct {
+				Amount float64 `json:"amount"`
+			} `json:"body"`
+		}
+		must(t, json.Unmarshal(o.Input, &stored))
+		t.Logf("amount %s: stored %v, %s", amount, stored.Body.Amount, sent.Status)
+		if toHuman := sent.Status == "pending_approval"; toHuman != human[amount] {
+			t.Errorf("amount %s (stored %v, %v spent before): %s, want a human: %t", amount, stored.Body.Amount, spent, sent.Status, human[amount])
+		}
+		if sent.Status == "pending_approval" {
+			continue
+		}
+		spent += max(stored.Body.Amount, 0)
+		if spent > 100 {
+			t.Errorf("amount %s (stored %v) went out without a human: %v spent in all under a budget of 100", amount, stored.Body.Amount, spent)
 		}
 	}
 }

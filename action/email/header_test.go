@@ -50,6 +50,15 @@ func TestEncodedWordsRefusedInEveryHeader(t *testing.T) {
 	if _, err := prepare(t, a, `{"to":["=?utf-8?q?x?=@client.example"],"subject":"S","text":"t"}`); err == nil {
 		t.Error("encoded word in a local part accepted")
 	}
+	// Quoted pairs hide the syntax from the text as written; the parsed
+	// display name still holds it (hostile round 3).
+	for _, addr := range []string{`"=\?utf-8\?q\?Please_wire\?\=" <ada@client.example>`, `"=\?utf-8?q?wire?=" <ada@client.example>`} {
+		if _, err := prepare(t, a, `{"to":[`+q(addr)+`],"subject":"S","text":"t"}`); err == nil {
+			t.Errorf("%s: accepted", addr)
+		} else if got := fieldsOf(t, err); len(got) != 1 || got[0] != "to[0]" {
+			t.Errorf("%s: fields %v", addr, got)
+		}
+	}
 	// Text that only looks a little like it stays accepted.
 	for _, s := range []string{"Is 2+2=? Four", "Q&A: what? =)", "a ?= b =? c"} {
 		if _, err := prepare(t, a, `{"to":["ada@client.example"],"subject":`+q(s)+`,"text":"t"}`); err != nil {

@@ -292,6 +292,11 @@ func parseAddress(s string) (Address, string) {
 	if strings.IndexFunc(name, unicode.IsControl) >= 0 || !utf8.ValidString(name) {
 		return Address{}, "display name must not contain line breaks or control characters"
 	}
+	if encodedWord(name) {
+		// Quoted pairs ("=\?utf-8\?q\?…\?\=") hide the syntax from the
+		// check on the text as written; the parsed name still holds it.
+		return Address{}, encodedWordReason
+	}
 	at := strings.LastIndexByte(p.Address, '@')
 	local, domain := p.Address[:at], p.Address[at+1:]
 	wire := wireAddress(p.Address)

@@ -1,0 +1,56 @@
+package slackapp_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/internal/fakeslack"
+	"github.com/countersign/countersign/slackapp"
+)
+
+// Tests written for the survivors of the mutation run of issue 19 (see
+// docs/mutation.md, "Web and chat adapters").
+
+// withoutTeam is a click's form body whose payload has no team object, as
+// some Slack surfaces send it: the workspace is then only the user's
+// team_id.
+func withoutTeam(t *testing.T, user, actionID string, m fakeslack.Message, userTeam string) []byte {
+	t.Helper()
+	var payload map[string]any
+	if err := json.Unmarshal(fakeslack.BlockActions(fakeslack.Click{UserID: user, TeamID: userTeam, ActionID: actionID,
+		BlockID: m.ActionBlockID(), Value: m.Button(actionID).Value, ChannelID: m.Channel, MessageTS: m.TS}), &payload); err != nil {
+		t.Fatal(err)
+	}
+	delete(payload, "team")
+	b, err := json.Marshal(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fakeslack.FormBody(b)
+}
+
+// Guarantee 6: without a team object, the clicking user's team decides the
+// workspace; the right one counts, another is refused and changes nothing.
+func TestMutantsWorkspaceFromTheUsersTeam(t *testing.T) {
+	e := newEnv(t, opts{})
+	op := e.prepareSend(t, "hello")
+	msg := e.approvalMessages(t, op.Key, 1)[0]
+
+	if st, body := e.post(t, withoutTeam(t, grace, slackapp.ActionApprove, msg, "T0OTHER"), time.Now(), secret); st != 200 {
+		t.Fatalf("click: %d %s", st, body)
+	}
+	e.ephemeral(t, grace, "not the one countersign is set up for")
+	if cur := e.get(t, op.Key); len(cur.Approvals) != 0 {
+		t.Fatalf("a click from another workspace counted: %+v", cur.Approvals)
+	}
+
+	if st, body := e.post(t, withoutTeam(t, grace, slackapp.ActionApprove, msg, "T0FAKE"), time.Now(), secret); st != 200 {
+		t.Fatalf("click: %d %s", st, body)
+	}
+	done := e.waitStatus(t, op.Key, approval.StatusSucceeded)
+	if len(done.Approvals) != 1 || done.Approvals[0].Approver != "grace" {
+		t.Fatalf("approvals = %+v", done.Approvals)
+	}
+}

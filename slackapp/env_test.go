@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -104,6 +105,8 @@ type opts struct {
 	// socket receives interactions over Socket Mode (with an app token
 	// and no signing secret) instead of HTTP.
 	socket bool
+	// logger receives the handler's log (discarded when nil).
+	logger *slog.Logger
 }
 
 type env struct {
@@ -171,7 +174,7 @@ func newEnv(t testing.TB, o opts) *env {
 		signing = ""
 	}
 	e.handler, err = slackapp.New(slackapp.Config{Service: svc, SigningSecret: signing, Client: api, Replays: e.store,
-		TeamID: e.fake.TeamID})
+		TeamID: e.fake.TeamID, Logger: o.logger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,11 @@
 package slackapp_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,5 +56,45 @@ func TestMutantsWorkspaceFromTheUsersTeam(t *testing.T) {
 	done := e.waitStatus(t, op.Key, approval.StatusSucceeded)
 	if len(done.Approvals) != 1 || done.Approvals[0].Approver != "grace" {
 		t.Fatalf("approvals = %+v", done.Approvals)
+	}
+}
+
+// syncBuffer is a log sink the handler's background calls may write to
+// while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// A refusal that Slack did not deliver is logged (the refused user saw
+// nothing, and nothing changed); one that was delivered is not.
+func TestMutantsUndeliveredRefusalIsLogged(t *testing.T) {
+	var logs syncBuffer
+	e := newEnv(t, opts{logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	op := e.prepareSend(t, "hello")
+	msg := e.approvalMessages(t, op.Key, 1)[0]
+	const warn = "slack: could not send an ephemeral message"
+
+	e.click(t, stranger, slackapp.ActionApprove, msg)
+	e.ephemeral(t, stranger, "You are not an approver")
+	e.handler.Close()
+	if strings.Contains(logs.String(), warn) {
+		t.Fatalf("a delivered refusal was logged as undelivered:\n%s", logs.String())
+	}
+
+	e.fake.Fail("chat.postEphemeral", 1, fakeslack.Failure{Error: "channel_not_found"})
+	e.click(t, stranger, slackapp.ActionReject, msg)
+	e.fake.Wait(t, 10*time.Second, "the undelivered refusal to be logged", func() bool {
+		return strings.Contains(logs.String(), warn)
+	})
+	if cur := e.get(t, op.Key); cur.Status != approval.StatusPending || len(cur.Approvals) != 0 || cur.Rejection != nil {
+		t.Fatalf("operation changed: %s", cur.Status)
 	}
 }

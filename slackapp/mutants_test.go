@@ -98,3 +98,21 @@ func TestMutantsUndeliveredRefusalIsLogged(t *testing.T) {
 		t.Fatalf("operation changed: %s", cur.Status)
 	}
 }
+
+// New refuses a configuration without its service, client or replay store.
+func TestMutantsNewRequiresItsParts(t *testing.T) {
+	if h, err := slackapp.New(slackapp.Config{}); err == nil || h != nil {
+		t.Fatalf("New without service, client and replay store: %v, %v", h, err)
+	}
+}
+
+// Guarantee 10: a signed payload nested deeper than 32 is refused as
+// invalid_input before it is decoded, and nothing is done.
+func TestMutantsDeepPayloadIsRefused(t *testing.T) {
+	e := newEnv(t, opts{})
+	payload := `{"type":"block_actions","user":{"id":"U0GRACE"},"x":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`
+	st, body := e.post(t, fakeslack.FormBody([]byte(payload)), time.Now(), secret)
+	if st != 400 || !strings.Contains(body, "invalid_input") {
+		t.Fatalf("status %d %s, want 400 invalid_input", st, body)
+	}
+}

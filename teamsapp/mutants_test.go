@@ -9,6 +9,7 @@ import (
 
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/internal/faketeams"
+	"github.com/countersign/countersign/teamsapp"
 )
 
 // Tests written for the survivors of the mutation run of issue 19 (see
@@ -63,5 +64,13 @@ func TestMutantsEachPartOfAButtonIsRequired(t *testing.T) {
 	}
 	if cur := e.get(t, op.Key); cur.Status != approval.StatusPending || len(cur.Approvals) != 0 || cur.Rejection != nil {
 		t.Fatalf("operation changed: %s %+v", cur.Status, cur.Approvals)
+	}
+}
+
+// New refuses a configuration without its service, verifier or replay
+// store.
+func TestMutantsNewRequiresItsParts(t *testing.T) {
+	if h, err := teamsapp.New(teamsapp.Config{}); err == nil || h != nil {
+		t.Fatalf("New without service, verifier and replay store: %v, %v", h, err)
 	}
 }

@@ -74,3 +74,23 @@ func TestMutantsNewRequiresItsParts(t *testing.T) {
 		t.Fatalf("New without service, verifier and replay store: %v, %v", h, err)
 	}
 }
+
+// The note of a recorded approval says what happens next: with one
+// approval required, the action runs; with a quorum, how many there are.
+func TestMutantsApprovalNoteSaysWhatIsNext(t *testing.T) {
+	for _, tc := range []struct {
+		required   int
+		want, dont string
+	}{
+		{1, "countersign carries it out now, exactly as shown, once", "of 1 approvals"},
+		{2, "Your approval was recorded: 1 of 2 approvals.", "carries it out now"},
+	} {
+		e := newEnv(t, opts{notify: []string{"teams"}, required: tc.required})
+		op := e.prepareSend(t, "Hi", "Hello")
+		g := cardOf(t, e.cards(t, op.Key, 2), grace.ID)
+		text := faketeams.Text(e.click(t, g, "approve", grace, "").Card)
+		if !strings.Contains(text, tc.want) || strings.Contains(text, tc.dont) {
+			t.Fatalf("required %d: the note says:\n%s", tc.required, text)
+		}
+	}
+}

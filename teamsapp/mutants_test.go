@@ -94,3 +94,30 @@ func TestMutantsApprovalNoteSaysWhatIsNext(t *testing.T) {
 		}
 	}
 }
+
+// A replayed activity changes nothing; its answer is the operation's card
+// as it stands for an approver, and a note without content for anyone else.
+func TestMutantsReplayedActivityAnswers(t *testing.T) {
+	e := newEnv(t, opts{notify: []string{"teams"}, required: 2})
+	op := e.prepareSend(t, "Quarterly numbers", "Hello")
+	g := cardOf(t, e.cards(t, op.Key, 2), grace.ID)
+	for _, tc := range []struct {
+		user       faketeams.User
+		want, dont string
+	}{
+		{grace, "Quarterly numbers", "nothing to show"},
+		{stranger, "countersign has nothing to show for this card.", "Quarterly numbers"},
+	} {
+		c := e.fake.ClickOn(g, "reject", tc.user, "")
+		c.ID = "f:replayed-" + tc.user.Name
+		e.do(t, e.fake.Invoke(target, c, faketeams.Sign{}))
+		r := e.do(t, e.fake.Invoke(target, c, faketeams.Sign{}))
+		text := faketeams.Text(r.Card)
+		if r.HTTPStatus != 200 || r.Card == nil || !strings.Contains(text, tc.want) || strings.Contains(text, tc.dont) {
+			t.Fatalf("%s's replay: HTTP %d:\n%s", tc.user.Name, r.HTTPStatus, text)
+		}
+	}
+	if cur := e.get(t, op.Key); cur.Status != approval.StatusPending || len(cur.Approvals) != 0 || cur.Rejection != nil {
+		t.Fatalf("operation changed: %s", cur.Status)
+	}
+}

@@ -1,0 +1,31 @@
+package web_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/approval"
+)
+
+// Tests written for the survivors of the mutation run of issue 19 (see
+// docs/mutation.md, "Web and chat adapters").
+
+// Guarantee 5: opening the link of an operation another approver has
+// decided decides nothing and says it is no longer waiting; only a stale
+// target is explained as a change of the target.
+func TestMutantsFinishedLinkIsNotCalledStale(t *testing.T) {
+	e := newPageEnv(t, pageOpts{approvers: []string{"grace", "ada"}})
+	op, tokens := e.pending("Standup")
+	if _, _, err := e.svc.DecideAs(context.Background(), op.Key, "ada", "test", op.PayloadHash, false, "not now"); err != nil {
+		t.Fatal(err)
+	}
+	r, csrf := newClient("").open(t, e, tokens[0])
+	if r.status != 409 || csrf != "" || !strings.Contains(r.body, "This request is no longer waiting for a decision") ||
+		strings.Contains(r.body, "would change has changed") {
+		t.Fatalf("grace's link after ada's rejection: %d\n%s", r.status, r.body)
+	}
+	if cur := e.status(op.Key); cur.Status != approval.StatusRejected || len(cur.Approvals) != 0 {
+		t.Fatalf("status %s, approvals %+v", cur.Status, cur.Approvals)
+	}
+}

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -27,5 +28,25 @@ func TestMutantsFinishedLinkIsNotCalledStale(t *testing.T) {
 	}
 	if cur := e.status(op.Key); cur.Status != approval.StatusRejected || len(cur.Approvals) != 0 {
 		t.Fatalf("status %s, approvals %+v", cur.Status, cur.Approvals)
+	}
+}
+
+// Revoking from a page works only on an allowance's link: the link of an
+// ordinary operation, with a valid CSRF token, shows its page again and
+// changes nothing.
+func TestMutantsRevokeOnlyAnAllowance(t *testing.T) {
+	e := newPageEnv(t, pageOpts{})
+	op, tokens := e.pending("Standup")
+	c := newClient("")
+	_, csrf := c.open(t, e, tokens[0])
+	if csrf == "" {
+		t.Fatal("no CSRF token on the page")
+	}
+	r := c.do(t, "POST", e.base+"/a/"+tokens[0]+"/revoke", url.Values{"_csrf": {csrf}}, nil)
+	if r.status != 200 || !strings.Contains(r.body, "Approve this action?") || strings.Contains(r.body, "revoked") {
+		t.Fatalf("revoke on an ordinary link: %d\n%s", r.status, r.body)
+	}
+	if cur := e.status(op.Key); cur.Status != approval.StatusPending || len(cur.Approvals) != 0 {
+		t.Fatalf("status %s", cur.Status)
 	}
 }

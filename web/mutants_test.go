@@ -14,16 +14,20 @@ import (
 
 // Guarantee 5: opening the link of an operation another approver has
 // decided decides nothing and says it is no longer waiting; only a stale
-// target is explained as a change of the target.
+// target is explained as a change of the target. Only a pending page
+// gives a deadline to decide by.
 func TestMutantsFinishedLinkIsNotCalledStale(t *testing.T) {
 	e := newPageEnv(t, pageOpts{approvers: []string{"grace", "ada"}})
 	op, tokens := e.pending("Standup")
+	if r, _ := newClient("").open(t, e, tokens[0]); r.status != 200 || !strings.Contains(r.body, "Decide within") {
+		t.Fatalf("a pending page without its deadline: %d\n%s", r.status, r.body)
+	}
 	if _, _, err := e.svc.DecideAs(context.Background(), op.Key, "ada", "test", op.PayloadHash, false, "not now"); err != nil {
 		t.Fatal(err)
 	}
 	r, csrf := newClient("").open(t, e, tokens[0])
 	if r.status != 409 || csrf != "" || !strings.Contains(r.body, "This request is no longer waiting for a decision") ||
-		strings.Contains(r.body, "would change has changed") {
+		strings.Contains(r.body, "would change has changed") || strings.Contains(r.body, "Decide within") {
 		t.Fatalf("grace's link after ada's rejection: %d\n%s", r.status, r.body)
 	}
 	if cur := e.status(op.Key); cur.Status != approval.StatusRejected || len(cur.Approvals) != 0 {

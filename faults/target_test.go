@@ -186,8 +186,8 @@ func (c *cluster) ownerOf(remote string) *replica {
 		return nil
 	}
 	p, _ := strconv.Atoi(port)
-	inode := socketInode(p)
-	if inode == "" {
+	inodes := socketInodes(p)
+	if len(inodes) == 0 {
 		return nil
 	}
 	for _, r := range c.replicas {
@@ -197,7 +197,7 @@ func (c *cluster) ownerOf(remote string) *replica {
 		}
 		fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
 		for _, fd := range fds {
-			if l, err := os.Readlink(fd); err == nil && l == "socket:["+inode+"]" {
+			if l, err := os.Readlink(fd); err == nil && inodes[l] {
 				return r
 			}
 		}
@@ -205,20 +205,24 @@ func (c *cluster) ownerOf(remote string) *replica {
 	return nil
 }
 
-// socketInode finds the inode of the local TCP socket bound to port.
-func socketInode(port int) string {
+// socketInodes finds the inodes ("socket:[N]") of the local TCP sockets
+// bound to port. A port may stand in several lines: an earlier connection
+// on the same ephemeral port in TIME_WAIT (inode 0, owned by no process)
+// can come first, which under load made the lookup miss the live one.
+func socketInodes(port int) map[string]bool {
 	f, err := os.Open("/proc/net/tcp")
 	if err != nil {
-		return ""
+		return nil
 	}
 	defer f.Close()
 	want := fmt.Sprintf(":%04X", port)
+	out := map[string]bool{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
-		if len(fs) > 9 && strings.HasSuffix(fs[1], want) {
-			return fs[9]
+		if len(fs) > 9 && strings.HasSuffix(fs[1], want) && fs[9] != "0" {
+			out["socket:["+fs[9]+"]"] = true
 		}
 	}
-	return ""
+	return out
 }

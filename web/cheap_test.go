@@ -200,24 +200,7 @@ func TestRefusingCostsLittleMemory(t *testing.T) {
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	peak := atomic.Uint64{}
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var ms runtime.MemStats
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
-			}
-		}
-	}()
+	stopPeak := hostilehttp.HeapPeak()
 	const parallel = 4
 	requests := 0
 	var slowest time.Duration
@@ -249,12 +232,11 @@ func TestRefusingCostsLittleMemory(t *testing.T) {
 			}
 		}
 	}
-	close(stop)
-	<-sampled
+	peak := stopPeak()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	alloc := after.TotalAlloc - before.TotalAlloc
-	growth := int64(peak.Load()) - int64(before.HeapInuse)
+	growth := int64(peak) - int64(before.HeapInuse)
 	t.Logf("%d hostile requests (%d shapes × %d routes × %d at once): allocated %.1f MiB in all, %.1f KiB a request; peak heap %.1f MiB over the %.1f MiB before; slowest answer %s",
 		requests, len(shapes), len(hostileRoutes), parallel, float64(alloc)/(1<<20), float64(alloc)/float64(requests)/1024,
 		float64(growth)/(1<<20), float64(before.HeapInuse)/(1<<20), slowest.Round(time.Millisecond))

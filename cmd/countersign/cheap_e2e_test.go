@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,23 +46,7 @@ func TestHostileRequestsCostLittle(t *testing.T) {
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	var peak atomic.Uint64
-	stop, sampled := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var ms runtime.MemStats
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
-			}
-		}
-	}()
+	stopPeak := hostilehttp.HeapPeak()
 	const parallel = 4
 	requests := 0
 	start := time.Now()
@@ -88,14 +71,13 @@ func TestHostileRequestsCostLittle(t *testing.T) {
 		}
 	}
 	elapsed := time.Since(start)
-	close(stop)
-	<-sampled
+	peak := stopPeak()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	total := after.TotalAlloc - before.TotalAlloc
 	background := uint64(idleRate * elapsed.Seconds())
 	alloc := total - min(total, background)
-	growth := int64(peak.Load()) - int64(before.HeapInuse)
+	growth := int64(peak) - int64(before.HeapInuse)
 	t.Logf("whole service: %d hostile requests (%d shapes × %d routes × %d at once) in %s: allocated %.1f MiB in all, of which %.1f MiB the idle service would have (%.0f KiB/s); %.1f KiB a request; peak heap %.1f MiB over the %.1f MiB before",
 		requests, len(shapes), len(routes), parallel, elapsed.Round(time.Millisecond), float64(total)/(1<<20), float64(background)/(1<<20),
 		idleRate/1024, float64(alloc)/float64(requests)/1024, float64(growth)/(1<<20), float64(before.HeapInuse)/(1<<20))

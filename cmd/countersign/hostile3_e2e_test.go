@@ -24,7 +24,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,23 +162,7 @@ func TestHostile3OddEncodingsRefusedCheaply(t *testing.T) {
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	var peak atomic.Uint64
-	stop, sampled := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var ms runtime.MemStats
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
-			}
-		}
-	}()
+	stopPeak := hostilehttp.HeapPeak()
 	const parallel = 4
 	var slowest time.Duration
 	var mu sync.Mutex
@@ -221,9 +204,8 @@ func TestHostile3OddEncodingsRefusedCheaply(t *testing.T) {
 		wg.Wait()
 	}
 	elapsed := time.Since(start)
-	close(stop)
-	<-sampled
-	growth := int64(peak.Load()) - int64(before.HeapInuse)
+	peak := stopPeak()
+	growth := int64(peak) - int64(before.HeapInuse)
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	t.Logf("%d unauthenticated hostile requests (%d attacks × %d at once) in %s, slowest %s; allocated %.1f KiB a request (the idle service's own allocations included); peak heap %.1f MiB over the %.1f MiB before",

@@ -14,8 +14,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/andybalholm/brotli"
@@ -158,5 +160,34 @@ func Send(addr, method, path, headers string, sh Shape) (Result, error) {
 			continue
 		}
 		return Result{Status: resp.StatusCode, Took: time.Since(start)}, nil
+	}
+}
+
+// HeapPeak samples the heap in use every 2 ms until the function it
+// returns is called, which stops the sampling and returns the highest
+// value seen: the memory tests' measure of what hostile requests cost at
+// once.
+func HeapPeak() (stop func() uint64) {
+	var peak atomic.Uint64
+	done, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var ms runtime.MemStats
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak.Load() {
+				peak.Store(ms.HeapInuse)
+			}
+		}
+	}()
+	return func() uint64 {
+		close(done)
+		<-sampled
+		return peak.Load()
 	}
 }

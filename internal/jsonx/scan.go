@@ -106,21 +106,9 @@ func (s *scanner) value(depth int) error {
 			}
 			s.i++
 			s.ws()
-			if err := s.value(depth + 1); err != nil {
+			if more, err := s.member(depth, '}'); !more {
 				return err
 			}
-			s.ws()
-			if s.i >= len(s.b) {
-				return errSyntax
-			}
-			s.i++
-			switch s.b[s.i-1] {
-			case ',':
-				continue
-			case '}':
-				return nil
-			}
-			return errSyntax
 		}
 	case c == '[':
 		s.i++
@@ -134,21 +122,9 @@ func (s *scanner) value(depth int) error {
 				return err
 			}
 			s.ws()
-			if err := s.value(depth + 1); err != nil {
+			if more, err := s.member(depth, ']'); !more {
 				return err
 			}
-			s.ws()
-			if s.i >= len(s.b) {
-				return errSyntax
-			}
-			s.i++
-			switch s.b[s.i-1] {
-			case ',':
-				continue
-			case ']':
-				return nil
-			}
-			return errSyntax
 		}
 	case c == '"':
 		var err error
@@ -238,6 +214,27 @@ func (s *scanner) str(dst []byte, keep bool) ([]byte, error) {
 		}
 	}
 	return nil, errSyntax
+}
+
+// member reads a member's value and what follows it in an object or
+// array closed by end: more is true after a comma; at end it is false with
+// no error.
+func (s *scanner) member(depth int, end byte) (more bool, err error) {
+	if err := s.value(depth + 1); err != nil {
+		return false, err
+	}
+	s.ws()
+	if s.i >= len(s.b) {
+		return false, errSyntax
+	}
+	s.i++
+	switch s.b[s.i-1] {
+	case ',':
+		return true, nil
+	case end:
+		return false, nil
+	}
+	return false, errSyntax
 }
 
 func (s *scanner) hex4() (rune, bool) {

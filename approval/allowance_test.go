@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/redistest"
+	"github.com/countersign/countersign/internal/testing/redistest"
 )
 
 // grant asks for an allowance, has grace approve it by her link, and waits

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/countersign/countersign/internal/jsonx"
+	"github.com/countersign/countersign/approval/jsonx"
 )
 
 // Route attributes are strings. Some values an action sees cannot be read

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/redistest"
+	"github.com/countersign/countersign/internal/testing/redistest"
 )
 
 // Benchmarks run against REDIS_URL when set (the numbers that matter),

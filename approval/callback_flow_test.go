@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/redistest"
-	"github.com/countersign/countersign/notify/callback"
+	"github.com/countersign/countersign/internal/testing/redistest"
+	"github.com/countersign/countersign/channel/callback"
 )
 
 var hookSecret = []byte("status-webhook-test-secret")

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/redistest"
+	"github.com/countersign/countersign/internal/testing/redistest"
 )
 
 func remindingRoute(r *approval.RouteRule) {

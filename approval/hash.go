@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/countersign/countersign/internal/jcs"
+	"github.com/countersign/countersign/approval/jcs"
 )
 
 // Canonical returns the RFC 8785 (JCS) form of v's JSON encoding. The same

@@ -11,7 +11,7 @@ import (
 // BenchmarkCanonicalAndHash is what every prepare computes from the
 // normalized input: its canonical form and the payload hash. "before" is
 // the reference JCS and the hash of the object encoded and canonicalized
-// again, as until the one-pass canonicalizer (internal/jcs).
+// again, as until the one-pass canonicalizer (approval/jcs).
 func BenchmarkCanonicalAndHash(b *testing.B) {
 	in := map[string]any{"from": map[string]string{"address": "agent@corp.example"}, "subject": "Quarterly figures",
 		"text": strings.Repeat("Thank you for your patience while we put together the figures. ", 15), "to": []map[string]string{{"address": "ada@client.example"}}}

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/countersign/countersign/internal/jcs"
-	"github.com/countersign/countersign/internal/jsonx"
+	"github.com/countersign/countersign/approval/jcs"
+	"github.com/countersign/countersign/approval/jsonx"
 )
 
 // MaxJSONDepth is the deepest nesting accepted in any JSON input (SPEC §3

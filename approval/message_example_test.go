@@ -9,7 +9,7 @@ import (
 
 	"github.com/countersign/countersign/action/email"
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/mailer"
+	"github.com/countersign/countersign/channel/email/mailer"
 )
 
 // spoofOperation is an email.send prepared by the real action from what a

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/redistest"
+	"github.com/countersign/countersign/internal/testing/redistest"
 	"github.com/countersign/countersign/store"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/countersign/countersign/action/email"
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/mailer"
+	"github.com/countersign/countersign/channel/email/mailer"
 )
 
 // BenchmarkBuildMessageLargestEmail: the message of the largest email

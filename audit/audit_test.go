@@ -12,7 +12,7 @@ import (
 
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/audit"
-	"github.com/countersign/countersign/internal/redistest"
+	"github.com/countersign/countersign/internal/testing/redistest"
 	"github.com/countersign/countersign/receipt"
 	"github.com/countersign/countersign/store"
 )

@@ -16,7 +16,7 @@ import (
 	"fmt"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/jcs"
+	"github.com/countersign/countersign/approval/jcs"
 )
 
 // Entry is one line of the audit log: an event and its place in its chain.

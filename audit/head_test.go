@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/audit"
-	"github.com/countersign/countersign/internal/redistest"
+	"github.com/countersign/countersign/internal/testing/redistest"
 	"github.com/countersign/countersign/receipt"
 	"github.com/countersign/countersign/store"
 )

@@ -25,9 +25,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/faultproxy"
-	"github.com/countersign/countersign/internal/redistest"
-	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/internal/testing/faultproxy"
+	"github.com/countersign/countersign/internal/testing/redistest"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 )
 
 const (

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 )
 
 var binPath string

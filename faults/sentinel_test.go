@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/redistest"
+	"github.com/countersign/countersign/internal/testing/redistest"
 )
 
 type sentinel struct {

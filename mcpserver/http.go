@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/countersign/countersign/internal/jsonx"
+	"github.com/countersign/countersign/approval/jsonx"
 	"io"
 	"log/slog"
 	"net/http"

@@ -14,7 +14,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/countersign/countersign/internal/jsonx"
+	"github.com/countersign/countersign/approval/jsonx"
 	"log/slog"
 	"slices"
 	"time"

@@ -7,7 +7,7 @@
 #
 #   scripts/mutate.sh                          # the critical files, 40 mutants per package
 #   scripts/mutate.sh -max 0 audit/verify.go   # every mutant of one file
-#   scripts/mutate.sh -max 20 -seed 7 store approval web slackapp teamsapp
+#   scripts/mutate.sh -max 20 -seed 7 store approval web channel/slack/slackapp channel/teams/teamsapp
 #   scripts/mutate.sh -list store/lua/decide.lua
 #
 # Tests use the embedded miniredis unless REDIS_URL is set (then use a DB

@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/countersign/countersign/internal/oidctest"
+	"github.com/countersign/countersign/internal/testing/oidctest"
 	"github.com/countersign/countersign/signin"
 )
 

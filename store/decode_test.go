@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/countersign/countersign/internal/testkit"
+	"github.com/countersign/countersign/internal/testing/testkit"
 	"github.com/countersign/countersign/store"
 )
 

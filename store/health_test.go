@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/countersign/countersign/internal/redistest"
+	"github.com/countersign/countersign/internal/testing/redistest"
 	"github.com/countersign/countersign/store"
 )
 

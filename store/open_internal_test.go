@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/faultproxy"
+	"github.com/countersign/countersign/internal/testing/faultproxy"
 )
 
 // A dial that began during a partition connects as soon as the network is

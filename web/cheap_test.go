@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/hostilehttp"
+	"github.com/countersign/countersign/internal/testing/hostilehttp"
 	"github.com/countersign/countersign/web"
 )
 

@@ -17,8 +17,8 @@ import (
 
 	"github.com/countersign/countersign/action/httpreq"
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/redistest"
-	"github.com/countersign/countersign/internal/testkit"
+	"github.com/countersign/countersign/internal/testing/redistest"
+	"github.com/countersign/countersign/internal/testing/testkit"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/web"
 )

@@ -14,7 +14,7 @@ import (
 
 	"github.com/countersign/countersign/action/httpreq"
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/redistest"
+	"github.com/countersign/countersign/internal/testing/redistest"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/web"
 )

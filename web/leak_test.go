@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/testkit"
+	"github.com/countersign/countersign/internal/testing/testkit"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/web"
 	"github.com/gofiber/fiber/v2"

@@ -7,7 +7,7 @@ package web
 import (
 	"context"
 	"errors"
-	"github.com/countersign/countersign/internal/jsonx"
+	"github.com/countersign/countersign/approval/jsonx"
 	"log/slog"
 	"net/http"
 	"net/url"

@@ -17,9 +17,9 @@ import (
 
 	"github.com/countersign/countersign/action/httpreq"
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/oidctest"
-	"github.com/countersign/countersign/internal/redistest"
-	"github.com/countersign/countersign/internal/testkit"
+	"github.com/countersign/countersign/internal/testing/oidctest"
+	"github.com/countersign/countersign/internal/testing/redistest"
+	"github.com/countersign/countersign/internal/testing/testkit"
 	"github.com/countersign/countersign/passkey"
 	"github.com/countersign/countersign/signin"
 	"github.com/countersign/countersign/store"
@@ -27,7 +27,7 @@ import (
 )
 
 // signinEnv is the HTTP edge with OIDC sign-in against a real provider
-// running in-process (internal/oidctest, RS256 ID tokens), passkeys, and
+// running in-process (internal/testing/oidctest, RS256 ID tokens), passkeys, and
 // two routes over http.request: target "calendar" (plain) and target
 // "billing" (step_up: passkey). grace and ada approve both; oncall is an
 // operator; the agent works on behalf of sam, who may not approve his own.

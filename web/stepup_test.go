@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/webauthntest"
+	"github.com/countersign/countersign/internal/testing/webauthntest"
 	"github.com/countersign/countersign/passkey"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/smtptest"
-	"github.com/countersign/countersign/mailer"
+	"github.com/countersign/countersign/internal/testing/smtptest"
+	"github.com/countersign/countersign/channel/email/mailer"
 )
 
 // addressSeeds are the seed corpus of FuzzParseAddress: the spoofs of

@@ -22,7 +22,7 @@ import (
 	"unicode"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/mailer"
+	"github.com/countersign/countersign/channel/email/mailer"
 )
 
 // Name is the action's contract name.

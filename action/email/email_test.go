@@ -12,7 +12,7 @@ import (
 
 	"github.com/countersign/countersign/action/email"
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/mailer"
+	"github.com/countersign/countersign/channel/email/mailer"
 )
 
 var from = mail.Address{Name: "Countersign", Address: "agent@corp.example"}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/action/email"
-	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 )
 
 // A subject, display name or address holding an RFC 2047 encoded word was

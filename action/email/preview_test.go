@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/countersign/countersign/mailer"
+	"github.com/countersign/countersign/channel/email/mailer"
 
 	"github.com/countersign/countersign/action/email"
 	"github.com/countersign/countersign/approval"

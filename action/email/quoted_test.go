@@ -10,13 +10,13 @@ import (
 
 	"github.com/countersign/countersign/action/email"
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 )
 
 // Quoted local parts were accepted at prepare and failed only after a
 // human approved, and "ada@client.example"@evil.io was shown as
 // ada@client.example@evil.io (issue 8). Prepare now accepts only what the
-// mailer sends unchanged, and refuses the rest naming the address in its
+// channel/email/mailer sends unchanged, and refuses the rest naming the address in its
 // wire form.
 func TestQuotedLocalPartsRefusedAtPrepare(t *testing.T) {
 	a := newAction(t, nil, email.Limits{})

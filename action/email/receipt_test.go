@@ -8,7 +8,7 @@ import (
 
 	"github.com/countersign/countersign/action/email"
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 	"github.com/countersign/countersign/receipt"
 )
 

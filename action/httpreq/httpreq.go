@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/jsonx"
+	"github.com/countersign/countersign/approval/jsonx"
 )
 
 // Name is the action's contract name.

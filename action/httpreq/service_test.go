@@ -3,7 +3,7 @@ package httpreq_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/countersign/countersign/internal/testkit"
+	"github.com/countersign/countersign/internal/testing/testkit"
 	"github.com/klauspost/compress/zstd"
 	"log/slog"
 	"net/http"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/countersign/countersign/action/httpreq"
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/redistest"
+	"github.com/countersign/countersign/internal/testing/redistest"
 	"github.com/countersign/countersign/store"
 	"github.com/redis/go-redis/v9"
 )

@@ -7,7 +7,7 @@ import (
 
 	"github.com/countersign/countersign/action/slackpost"
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/fakeslack"
+	"github.com/countersign/countersign/internal/testing/fakeslack"
 	"github.com/countersign/countersign/receipt"
 )
 

@@ -443,7 +443,7 @@ var hints = map[string]string{
 	"restricted_action":   "the workspace does not let the app post there",
 	"invalid_auth":        "check SLACK_BOT_TOKEN",
 	"token_revoked":       "the app's token was revoked",
-	"missing_scope":       "add the scopes of slack/manifest.yml and reinstall the app",
+	"missing_scope":       "add the scopes of channel/slack/manifest/manifest.yml and reinstall the app",
 	"cant_delete_message": "the app can only delete messages it posted",
 	"message_not_found":   "the message is gone",
 }

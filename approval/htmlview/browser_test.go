@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/approval/htmlview"
-	"github.com/countersign/countersign/internal/browsertest"
+	"github.com/countersign/countersign/internal/testing/browsertest"
 )
 
 // The cascade is checked against a real renderer: every case is painted

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 )
 
 func allowanceConfig() string {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 )
 
 // TestAuditFileIsAChainThatCatchesEdits: two replicas run the loop and

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/redistest"
-	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/internal/testing/redistest"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 )
 
 // offsetClock runs at real speed and can jump forward.

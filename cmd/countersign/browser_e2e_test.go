@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/browsertest"
-	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/internal/testing/browsertest"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 )
 
 // The approval page in a real headless Chromium at phone size: what a

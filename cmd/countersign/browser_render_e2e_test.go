@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/browsertest"
-	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/internal/testing/browsertest"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 )
 
 // The approval page as a hostile agent would shape it, in a real headless

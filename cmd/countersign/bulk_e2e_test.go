@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/browsertest"
+	"github.com/countersign/countersign/internal/testing/browsertest"
 	"github.com/countersign/countersign/mcpserver"
 	"github.com/countersign/countersign/receipt"
 )

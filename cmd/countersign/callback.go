@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/countersign/countersign/config"
-	"github.com/countersign/countersign/notify/callback"
+	"github.com/countersign/countersign/channel/callback"
 )
 
 // callbacks builds the principals' status webhooks (callback_url), their

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 )
 
 // hookSecret is the status webhook's secret in these tests.

@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/hostilehttp"
-	"github.com/countersign/countersign/internal/redistest"
+	"github.com/countersign/countersign/internal/testing/hostilehttp"
+	"github.com/countersign/countersign/internal/testing/redistest"
 )
 
 // TestHostileRequestsCostLittle (SPEC §3 guarantee 14): the whole service
-// (Slack wired in) gets every hostile shape of internal/hostilehttp, four
+// (Slack wired in) gets every hostile shape of internal/testing/hostilehttp, four
 // at once, on every kind of endpoint, with no credentials; the process's
 // allocations (less what the idle service allocates in the same time) and
 // peak heap stay within a small fixed bound, and each compression bomb is

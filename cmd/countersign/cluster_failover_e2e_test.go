@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/redistest"
-	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/internal/testing/redistest"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 	"github.com/countersign/countersign/store"
 	"gopkg.in/yaml.v3"
 )

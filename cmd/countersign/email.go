@@ -8,8 +8,8 @@ import (
 
 	actemail "github.com/countersign/countersign/action/email"
 	"github.com/countersign/countersign/config"
-	"github.com/countersign/countersign/mailer"
-	notifyemail "github.com/countersign/countersign/notify/email"
+	"github.com/countersign/countersign/channel/email/mailer"
+	notifyemail "github.com/countersign/countersign/channel/email"
 	"github.com/countersign/countersign/web"
 )
 

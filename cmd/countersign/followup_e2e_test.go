@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 )
 
 // consoleLinks lists every link the console printed for approver on key,

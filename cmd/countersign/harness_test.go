@@ -16,7 +16,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/countersign/countersign/internal/testkit"
+	"github.com/countersign/countersign/internal/testing/testkit"
 	"io"
 	"net/http"
 	"net/url"
@@ -28,8 +28,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/openapitest"
-	"github.com/countersign/countersign/internal/redistest"
+	"github.com/countersign/countersign/internal/testing/openapitest"
+	"github.com/countersign/countersign/internal/testing/redistest"
 	"go.opentelemetry.io/otel/trace"
 )
 

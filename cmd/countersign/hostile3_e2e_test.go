@@ -27,9 +27,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/hostilehttp"
-	"github.com/countersign/countersign/internal/redistest"
-	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/internal/testing/hostilehttp"
+	"github.com/countersign/countersign/internal/testing/redistest"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 )
 
 // gzipBomb is 32 MiB of zeros, gzipped (about 32 KiB): a server that

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/redistest"
+	"github.com/countersign/countersign/internal/testing/redistest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

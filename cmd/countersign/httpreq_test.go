@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/redistest"
+	"github.com/countersign/countersign/internal/testing/redistest"
 )
 
 const (

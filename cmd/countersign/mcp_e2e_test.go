@@ -19,7 +19,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/countersign/countersign/internal/testkit"
+	"github.com/countersign/countersign/internal/testing/testkit"
 	"io"
 	"net/http"
 	"net/http/httptest"

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 	"github.com/countersign/countersign/web"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/redistest"
+	"github.com/countersign/countersign/internal/testing/redistest"
 )
 
 // cutProxy forwards TCP to a Redis and can cut it: down closes every

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/countersign/countersign/internal/redistest"
-	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/internal/testing/redistest"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 )
 
 // The examples of a hostile agent exhausting the service, each

@@ -18,7 +18,7 @@ import (
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/internal/telemetry"
-	"github.com/countersign/countersign/notify/console"
+	"github.com/countersign/countersign/channel/console"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/web"
 	"github.com/prometheus/client_golang/prometheus"

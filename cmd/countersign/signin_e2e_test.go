@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/browsertest"
-	"github.com/countersign/countersign/internal/oidctest"
-	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/internal/testing/browsertest"
+	"github.com/countersign/countersign/internal/testing/oidctest"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 )
 
 // Sign-in and passkeys in a real headless Chromium, against the whole

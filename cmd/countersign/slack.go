@@ -15,8 +15,8 @@ import (
 	"github.com/countersign/countersign/action/slackpost"
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/config"
-	notifyslack "github.com/countersign/countersign/notify/slack"
-	"github.com/countersign/countersign/slackapp"
+	notifyslack "github.com/countersign/countersign/channel/slack"
+	"github.com/countersign/countersign/channel/slack/slackapp"
 	"github.com/countersign/countersign/web"
 	"github.com/slack-go/slack"
 )

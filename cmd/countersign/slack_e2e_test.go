@@ -2,7 +2,7 @@ package main
 
 // End-to-end tests of Slack: the whole service (startService) with
 // SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET and COUNTERSIGN_SLACK_API_URL
-// pointing at internal/fakeslack; clicks are signed HTTP requests to
+// pointing at internal/testing/fakeslack; clicks are signed HTTP requests to
 // /slack/interactions; the "email" approval is the approval page, reached
 // through the link the console channel prints.
 
@@ -17,8 +17,8 @@ import (
 
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/config"
-	"github.com/countersign/countersign/internal/fakeslack"
-	notifyslack "github.com/countersign/countersign/notify/slack"
+	"github.com/countersign/countersign/internal/testing/fakeslack"
+	notifyslack "github.com/countersign/countersign/channel/slack"
 )
 
 const slackTestSecret = "e2e-signing-secret-0123456789abcdef"

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/fakeslack"
+	"github.com/countersign/countersign/internal/testing/fakeslack"
 )
 
 // Socket Mode carries a Slack approval end to end: the whole service with
 // SLACK_BOT_TOKEN and SLACK_APP_TOKEN (no signing secret, no public
-// interactions URL) against internal/fakeslack, whose apps.connections.open
+// interactions URL) against internal/testing/fakeslack, whose apps.connections.open
 // hands out a WebSocket that sends the click and checks the ack.
 func TestSlackE2ESocketModeApproval(t *testing.T) {
 	fake := fakeslack.New(t)

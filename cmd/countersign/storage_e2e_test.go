@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 	"github.com/countersign/countersign/store"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/config"
-	notifyteams "github.com/countersign/countersign/notify/teams"
-	"github.com/countersign/countersign/teamsapp"
+	notifyteams "github.com/countersign/countersign/channel/teams"
+	"github.com/countersign/countersign/channel/teams/teamsapp"
 	"github.com/countersign/countersign/web"
 )
 

@@ -2,7 +2,7 @@ package main
 
 // End-to-end tests of Microsoft Teams: the whole service (startService)
 // with TEAMS_APP_ID, TEAMS_APP_PASSWORD, TEAMS_TENANT_ID and the
-// COUNTERSIGN_TEAMS_*_URL variables pointing at internal/faketeams (a
+// COUNTERSIGN_TEAMS_*_URL variables pointing at internal/testing/faketeams (a
 // login endpoint, OpenID metadata and JWKS signing real RS256 tokens, and
 // a Bot Connector), and email through an in-process SMTP server. Clicks
 // are signed invoke activities POSTed to /teams/messages; the email
@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/faketeams"
-	"github.com/countersign/countersign/internal/smtptest"
+	"github.com/countersign/countersign/internal/testing/faketeams"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 )
 
 var (

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/countersign/countersign/config"
-	"github.com/countersign/countersign/notify/webhook"
+	"github.com/countersign/countersign/channel/webhook"
 )
 
 // webhookEffects wires the webhook channel: the webhooks of the policy

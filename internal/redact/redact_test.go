@@ -11,7 +11,7 @@ import (
 
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/internal/redact"
-	"github.com/countersign/countersign/internal/testkit"
+	"github.com/countersign/countersign/internal/testing/testkit"
 )
 
 type stringer struct{ s string }

@@ -64,7 +64,8 @@ func (r *Redis) Allowances(ctx context.Context, principal string) ([]*approval.A
 
 // RevokeAllowance ends an allowance at once.
 func (r *Redis) RevokeAllowance(ctx context.Context, ref approval.Ref, t approval.Step) (bool, error) {
-	res, err := reply(r.run(ctx, revokeScript, ref, t.Tx, t.Now, encodeEvent(t.Event, t.Event.PayloadHash)))
+	al := func(tag string) []string { return []string{allowancesKey(tag, ref.Principal)} }
+	res, err := reply(r.runKeys(ctx, revokeScript, ref, al, t.Tx, t.Now, encodeEvent(t.Event, t.Event.PayloadHash)))
 	if err != nil {
 		return false, unavailable("revoke allowance", err)
 	}

@@ -29,7 +29,7 @@ func (r *Redis) tagOfChain(chain string) (string, error) {
 
 // AuditLease takes or renews the sealer's lease.
 func (r *Redis) AuditLease(ctx context.Context, holder string, ttl time.Duration) (bool, error) {
-	res, err := leaseScript.Run(ctx, r.rdb, []string{auditLeaseKey}, "take", holder, msArg(ttl)).Int64Slice()
+	res, err := takeLeaseScript.Run(ctx, r.rdb, []string{auditLeaseKey}, holder, msArg(ttl)).Int64Slice()
 	if err != nil {
 		return false, unavailable("audit lease", err)
 	}
@@ -38,7 +38,7 @@ func (r *Redis) AuditLease(ctx context.Context, holder string, ttl time.Duration
 
 // AuditRelease gives the sealer's lease up.
 func (r *Redis) AuditRelease(ctx context.Context, holder string) error {
-	return unavailable("audit lease", leaseScript.Run(ctx, r.rdb, []string{auditLeaseKey}, "drop", holder, 1).Err())
+	return unavailable("audit lease", dropLeaseScript.Run(ctx, r.rdb, []string{auditLeaseKey}, holder).Err())
 }
 
 // AuditPending reads every chain's head and the raw events after it, in

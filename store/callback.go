@@ -27,9 +27,8 @@ func (r *Redis) CallbackSent(ctx context.Context, ref approval.Ref, seq int) (bo
 // FailCallback counts a failed status webhook attempt, holds the callback
 // lease for the backoff and schedules the retry.
 func (r *Redis) FailCallback(ctx context.Context, ref approval.Ref, now time.Time, least time.Duration) (int, time.Duration, error) {
-	tag := r.shards.of(ref.Principal)
-	res, err := r.run(ctx, callbackFailedScript, ref, "", now, leaseKey(tag, ref.Key, "callback"),
-		max(least.Milliseconds(), 0)).Int64Slice()
+	lease := func(tag string) []string { return []string{leaseKey(tag, ref.Key, "callback")} }
+	res, err := r.runKeys(ctx, callbackFailedScript, ref, lease, "", now, max(least.Milliseconds(), 0)).Int64Slice()
 	if err != nil {
 		return 0, 0, unavailable("record failed callback", err)
 	}

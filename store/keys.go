@@ -125,6 +125,21 @@ func opKeys(tag, principal, k string) []string {
 		timersKey(tag), dueKey(tag), executingKey(tag), goneKey(tag), indexKey(tag, principal), auditKey(tag)}
 }
 
+// A script that finds operations at run time, from the members of a shard
+// index ("op key|principal"), gets the prefix of the keys it builds from
+// these, so that the key format stays in this file: the key is the prefix
+// followed by the operation key (or the principal). Each is the builder
+// above with an empty last part.
+
+// opKeyPrefix is opKey(tag, k) without k.
+func opKeyPrefix(tag string) string { return opKey(tag, "") }
+
+// eventsKeyPrefix is eventsKey(tag, k) without k.
+func eventsKeyPrefix(tag string) string { return eventsKey(tag, "") }
+
+// countersKeyPrefix is countersKey(tag, principal) without the principal.
+func countersKeyPrefix(tag string) string { return countersKey(tag, "") }
+
 // groupName is the consumer group of the workers on every shard stream.
 const groupName = "workers"
 

@@ -24,6 +24,15 @@ func TestKeyNames(t *testing.T) {
 		{executingKey(tag), "cs:{s15.42}:x"},
 		{goneKey(tag), "cs:{s15.42}:g"},
 		{durableKey(tag), "cs:{s15.42}:w"},
+		{allowancesKey(tag, p), "cs:{s15.42}:al:support-agent"},
+		{auditKey(tag), "cs:{s15.42}:a"},
+		{auditHeadKey(tag), "cs:{s15.42}:ah"},
+		{auditLeaseKey, "cs:audit:lease"},
+		{opKeyPrefix(tag) + k, opKey(tag, k)},
+		{opKeyPrefix(tag), "cs:{s15.42}:o:"},
+		{eventsKeyPrefix(tag), "cs:{s15.42}:e:"},
+		{countersKeyPrefix(tag), "cs:{s15.42}:p:"},
+		{countersKeyPrefix(tag) + p, countersKey(tag, p)},
 		{metaKey, "cs:meta"},
 		{changesChannel, "cs:changes"},
 		{passkeysKey("grace"), "cs:{a.grace}:pk"},
@@ -44,7 +53,8 @@ func TestShardKeysShareSlot(t *testing.T) {
 	for _, p := range []string{"support-agent", "dev-agent", "a", "billing.bot-2"} {
 		tag := sh.of(p)
 		k := "op_abcdefghijklmnopqrstuvwxyz"
-		keys := append(opKeys(tag, p, k), leaseKey(tag, k, "x"), idemKey(tag, p, "x"))
+		keys := append(opKeys(tag, p, k), leaseKey(tag, k, "x"), idemKey(tag, p, "x"), allowancesKey(tag, p),
+			opKeyPrefix(tag)+"op_other", countersKeyPrefix(tag)+"other-agent")
 		want := slotOf(keys[0])
 		for _, key := range keys {
 			if got := slotOf(key); got != want {

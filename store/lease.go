@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
+	"github.com/redis/go-redis/v9"
 )
 
 // Lease takes a short exclusive lease for holder, or reports how long the
 // current holder keeps it.
 func (r *Redis) Lease(ctx context.Context, ref approval.Ref, name, holder string, ttl time.Duration) (bool, time.Duration, error) {
-	return r.lease(ctx, ref, name, "take", holder, ttl)
+	return r.lease(ctx, takeLeaseScript, ref, name, holder, msArg(ttl))
 }
 
 // LeaseAndGet is Lease, and when it is taken, Get of the operation under
@@ -21,8 +22,8 @@ func (r *Redis) LeaseAndGet(ctx context.Context, ref approval.Ref, name, holder 
 		return false, 0, nil, err
 	}
 	tag := r.shards.of(ref.Principal)
-	vals, err := leaseScript.Run(ctx, r.rdb, []string{leaseKey(tag, ref.Key, name), opKey(tag, ref.Key)},
-		"take", holder, msArg(ttl)).Slice()
+	vals, err := takeLeaseScript.Run(ctx, r.rdb, []string{leaseKey(tag, ref.Key, name), opKey(tag, ref.Key)},
+		holder, msArg(ttl)).Slice()
 	if err != nil {
 		return false, 0, nil, unavailable("lease", err)
 	}
@@ -41,19 +42,20 @@ func (r *Redis) LeaseAndGet(ctx context.Context, ref approval.Ref, name, holder 
 
 // RenewLease extends a lease its holder still holds.
 func (r *Redis) RenewLease(ctx context.Context, ref approval.Ref, name, holder string, ttl time.Duration) (bool, error) {
-	ok, _, err := r.lease(ctx, ref, name, "renew", holder, ttl)
+	ok, _, err := r.lease(ctx, renewLeaseScript, ref, name, holder, msArg(ttl))
 	return ok, err
 }
 
 // Unlease releases a lease its holder holds.
 func (r *Redis) Unlease(ctx context.Context, ref approval.Ref, name, holder string) error {
-	_, _, err := r.lease(ctx, ref, name, "drop", holder, time.Millisecond)
+	_, _, err := r.lease(ctx, dropLeaseScript, ref, name, holder)
 	return err
 }
 
-func (r *Redis) lease(ctx context.Context, ref approval.Ref, name, verb, holder string, ttl time.Duration) (bool, time.Duration, error) {
-	res, err := leaseScript.Run(ctx, r.rdb, []string{leaseKey(r.shards.of(ref.Principal), ref.Key, name)},
-		verb, holder, msArg(ttl)).Int64Slice()
+// lease runs one of the lease scripts (take, renew, drop) on ref's lease
+// called name: args are the token and, but to drop, the ttl.
+func (r *Redis) lease(ctx context.Context, s *redis.Script, ref approval.Ref, name string, args ...any) (bool, time.Duration, error) {
+	res, err := s.Run(ctx, r.rdb, []string{leaseKey(r.shards.of(ref.Principal), ref.Key, name)}, args...).Int64Slice()
 	if err != nil {
 		return false, 0, unavailable("lease", err)
 	}

@@ -18,9 +18,20 @@ const storeOverhead = 1024
 
 // run executes an operation script with the shared KEYS and ARGV prefix.
 func (r *Redis) run(ctx context.Context, s *redis.Script, ref approval.Ref, tx string, now time.Time, args ...any) *redis.Cmd {
+	return r.runKeys(ctx, s, ref, nil, tx, now, args...)
+}
+
+// runKeys is run for a script that takes more KEYS after the shared ones
+// (from 11 on): more builds them from the operation's shard tag, so that
+// they share its slot.
+func (r *Redis) runKeys(ctx context.Context, s *redis.Script, ref approval.Ref, more func(tag string) []string, tx string, now time.Time, args ...any) *redis.Cmd {
 	tag := r.shards.of(ref.Principal)
+	keys := opKeys(tag, ref.Principal, ref.Key)
+	if more != nil {
+		keys = append(keys, more(tag)...)
+	}
 	argv := append([]any{ref.Key, ref.Principal, tx, ms(now)}, args...)
-	return r.runDurable(ctx, "transition", s, tag, opKeys(tag, ref.Principal, ref.Key), argv...)
+	return r.runDurable(ctx, "transition", s, tag, keys, argv...)
 }
 
 // reply reads a script's {word, …} reply.

@@ -13,10 +13,11 @@ import (
 // Create stores a new draft with its quotas, rate limit and idempotency
 // binding in one round trip.
 func (r *Redis) Create(ctx context.Context, op *approval.Operation, t approval.CreateTransition) error {
-	tag := r.shards.of(op.Principal)
-	ik := ""
-	if op.IdempotencyKey != "" {
-		ik = idemKey(tag, op.Principal, op.IdempotencyKey)
+	binding := func(tag string) []string {
+		if op.IdempotencyKey == "" {
+			return nil
+		}
+		return []string{idemKey(tag, op.Principal, op.IdempotencyKey)}
 	}
 	d, pv, ev, in := encodeDoc(op), r.storedPreview(op), encodeEvent(t.Event, op.PayloadHash), pack(string(op.Input))
 	size := int64(len(d)+len(op.Input)+len(pv)+len(ev)) + storeOverhead
@@ -25,8 +26,9 @@ func (r *Redis) Create(ctx context.Context, op *approval.Operation, t approval.C
 			"the prepared operation would take %d bytes to keep; a request of this size may take at most %d", size, t.MaxBytes)}}.Err()
 	}
 	q := t.Quotas
-	res, err := reply(r.run(ctx, createScript, op.Ref(), t.Tx, t.Now, msArg(t.TTL), ms(op.ExpiresAt),
-		q.RequestsPerMinute, q.MaxDrafts, q.MaxStoredBytes, size, ik, op.PayloadHash, ev, d, in, pv))
+	res, err := reply(r.runKeys(ctx, createScript, op.Ref(), binding, t.Tx, t.Now, msArg(t.TTL), ms(op.ExpiresAt),
+		q.RequestsPerMinute, q.MaxDrafts, q.MaxStoredBytes, size, countersKeyPrefix(r.shards.of(op.Principal)),
+		op.PayloadHash, ev, d, in, pv))
 	if err != nil {
 		return unavailable("create", err)
 	}
@@ -71,7 +73,8 @@ func (r *Redis) Send(ctx context.Context, ref approval.Ref, t approval.SendTrans
 	for _, tm := range t.Timers {
 		args = append(args, tm.Reason, ms(tm.At))
 	}
-	cmd := r.run(ctx, sendScript, ref, t.Tx, t.Now, args...)
+	al := func(tag string) []string { return []string{allowancesKey(tag, ref.Principal)} }
+	cmd := r.runKeys(ctx, sendScript, ref, al, t.Tx, t.Now, args...)
 	res, err := reply(cmd)
 	if err != nil {
 		return "", nil, unavailable("send", err)

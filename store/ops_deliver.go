@@ -34,8 +34,8 @@ func (r *Redis) FailDelivery(ctx context.Context, ref approval.Ref, job string, 
 		ev.Details = map[string]any{}
 	}
 	ev.Details["attempt"], ev.Details["retry_in_seconds"] = "#attempt", "#retry"
-	tag := r.shards.of(ref.Principal)
-	res, err := r.run(ctx, undeliveredScript, ref, "", ev.Time, job, leaseKey(tag, ref.Key, "job:"+job),
+	lease := func(tag string) []string { return []string{leaseKey(tag, ref.Key, "job:"+job)} }
+	res, err := r.runKeys(ctx, undeliveredScript, ref, lease, "", ev.Time, job,
 		max(least.Milliseconds(), 0), encodeEvent(ev, ev.PayloadHash)).Int64Slice()
 	if err != nil {
 		return 0, 0, unavailable("record failed delivery", err)

@@ -39,7 +39,8 @@ func (r *Redis) SweepExpired(ctx context.Context, now time.Time, t approval.Swee
 	for _, tag := range r.shards.tags {
 		for {
 			pairs, err := r.runDurable(ctx, "sweep", sweepScript, tag, []string{dueKey(tag), streamKey(tag), goneKey(tag), auditKey(tag)},
-				ms(now), batch, msArg(t.Retention), msArg(t.DraftRetention), ev).StringSlice()
+				ms(now), batch, msArg(t.Retention), msArg(t.DraftRetention), ev,
+				opKeyPrefix(tag), eventsKeyPrefix(tag), countersKeyPrefix(tag)).StringSlice()
 			if err != nil && !errors.Is(err, redis.Nil) {
 				return out, unavailable("sweep", err)
 			}

@@ -85,7 +85,7 @@ func (r *Redis) Stats(ctx context.Context, principals []string, now time.Time, h
 		s.OldestTask = max(now.Sub(oldest), 0)
 	}
 	for _, tag := range r.shards.tags {
-		n, err := expiringScript.Run(ctx, r.rdb, []string{dueKey(tag)}, ms(now), ms(now.Add(horizon)), expiringLook).Int64()
+		n, err := expiringScript.Run(ctx, r.rdb, []string{dueKey(tag)}, ms(now), ms(now.Add(horizon)), expiringLook, opKeyPrefix(tag)).Int64()
 		if err != nil {
 			return s, unavailable("stats", err)
 		}

@@ -3,6 +3,7 @@
 -- a late retry of an earlier one never skips a change; the attempt count
 -- of the next change starts again. Not a change of the operation: no
 -- version, no event.
+-- KEYS: the prelude's (1–10).
 -- ARGV: 5 the change's sequence number. Returns 1 when the cursor moved,
 -- 0 when it was recorded before or the operation is gone.
 if redis.call('EXISTS', O) == 0 then return 0 end

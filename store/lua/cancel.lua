@@ -1,5 +1,6 @@
 -- cancel: a draft or pending operation is ended by its requester or an
 -- operator.
+-- KEYS: the prelude's (1–10).
 -- ARGV: 5 event, 6 retention (ms), 7 draft retention (ms).
 -- Returns {'canceled', status before} | {'status', current status} | {'missing'}.
 local st = get('st')

@@ -3,6 +3,7 @@
 -- the same approver through the same channel is marked replaced: an
 -- approver never holds two live links per channel (a reminder's link
 -- replaces the first).
+-- KEYS: the prelude's (1–10).
 -- ARGV: 5 nonce hash, 6 capability JSON, 7 approver, 8 channel.
 -- Returns 1, or 0 if not pending.
 if get('st') ~= 'pending_approval' then return 0 end

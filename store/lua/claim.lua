@@ -1,5 +1,6 @@
 -- claim: approved → executing, by exactly one worker. The token names the
 -- claimer: a retried claim by its winner reads as won, never as lost.
+-- KEYS: the prelude's (1–10).
 -- ARGV: 5 claim token, 6 event, 7 expire event, 8 retention (ms),
 --   9 execution lease (ms; '' or 0 for none): the claim holds until the
 --   store's own clock (Redis TIME) passes it, renewed by fence.lua.

@@ -1,16 +1,22 @@
 -- create: prepare stores a new draft, counted against the principal's
 -- quotas, rate limit and idempotency key in the same step.
+-- KEYS: the prelude's (1–10), 11 the idempotency binding (only when the
+--   call has an idempotency key).
 -- ARGV: 5 keys' lifetime (ms), 6 expires_at (ms), 7 requests per minute,
 --   8 max drafts, 9 max stored bytes, 10 bytes of this operation,
---   11 idempotency binding key or '', 12 payload hash, 13 event,
---   14 doc, 15 input, 16 preview or ''.
+--   11 the shard's counters key prefix (countersKeyPrefix), 12 payload
+--   hash, 13 event, 14 doc, 15 input, 16 preview or ''.
+-- Discovers (PW): the counters of the principals whose operations' keys
+--   have expired, named by the gone index's members ("principal|bytes|op
+--   key"), as ARGV[11] .. principal — same slot because the prefix carries
+--   the shard tag of the gone index (KEYS[8]).
 -- Returns {'created'} | {'rate', wait ms} | {'bound', op key, payload hash}
 --   | {'quota', name, limit} | {'exists'}.
 local wait = window('rw', 'rn', ARGV[7])
 if wait then return {'rate', wait} end
-local ik = ARGV[11]
-if ik ~= '' then
-  local b = redis.call('GET', ik)
+local IK = KEYS[11]
+if IK then
+  local b = redis.call('GET', IK)
   if b then
     local op, hash = string.match(b, '^([^|]+)|(.*)$')
     if op == KEY then return {'created'} end -- our own retried call
@@ -25,7 +31,10 @@ end
 -- Release the bytes of operations whose keys have expired since.
 for _, m in ipairs(redis.call('ZRANGEBYSCORE', G, '-inf', NOW, 'LIMIT', 0, 32)) do
   local who, n = string.match(m, '^([^|]+)|(%d+)|')
-  if who then redis.call('HINCRBY', string.gsub(P, ':p:.*$', ':p:') .. who, 'nb', -tonumber(n)) end
+  if who then
+    local PW = ARGV[11] .. who
+    redis.call('HINCRBY', PW, 'nb', -tonumber(n))
+  end
   redis.call('ZREM', G, m)
 end
 
@@ -38,9 +47,9 @@ if num(redis.call('HGET', P, 'nb')) + size > tonumber(ARGV[9]) then return {'quo
 local fields = {'d', ARGV[14], 'in', ARGV[15], 'st', 'draft', 'x', ARGV[6],
   'u', NOW, 'v', 1, 'ph', ARGV[12], 'tx', TX, 'sz', size, 'ev', ARGV[13]}
 if ARGV[16] ~= '' then fields[#fields + 1] = 'pv'; fields[#fields + 1] = ARGV[16] end
-if ik ~= '' then
-  fields[#fields + 1] = 'ik'; fields[#fields + 1] = ik
-  redis.call('SET', ik, KEY .. '|' .. ARGV[12], 'PX', ARGV[5])
+if IK then
+  fields[#fields + 1] = 'ik'; fields[#fields + 1] = IK
+  redis.call('SET', IK, KEY .. '|' .. ARGV[12], 'PX', ARGV[5])
 end
 redis.call('HSET', O, unpack(fields))
 redis.call('XADD', A, '*', 'k', KEY, 'h', ARGV[12], 'e', ARGV[13])

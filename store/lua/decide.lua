@@ -1,4 +1,5 @@
 -- decide: one approver's approval or rejection of a pending operation.
+-- KEYS: the prelude's (1–10).
 -- ARGV: 5 approver, 6 decision JSON (carries the transition id as "tx"),
 --   7 '1' approve / '0' reject, 8 required approvals, 9 link nonce hash or '',
 --   10 payload hash the human saw, 11 event, 12 quorum event,

@@ -1,5 +1,6 @@
 -- escalate: adds approvers to a pending operation that nobody decided in
 -- time, once, with their notification jobs.
+-- KEYS: the prelude's (1–10).
 -- ARGV: 5 escalation JSON {t, a}, 6 event, 7… pairs of job id, job JSON.
 -- Returns {'escalated'} | {'done'} (escalated before) | {'status', st} | {'missing'}.
 local st = get('st')

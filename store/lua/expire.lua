@@ -1,4 +1,5 @@
 -- expire: an operation whose window has passed, found by a read.
+-- KEYS: the prelude's (1–10).
 -- ARGV: 5 event, 6 retention (ms), 7 draft retention (ms).
 -- Returns {'expired', status before} | {'status', current status} | {'missing'}.
 local st = get('st')

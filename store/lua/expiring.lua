@@ -2,13 +2,17 @@
 -- ends before a time, for the gauge of approvals about to expire. Looks at
 -- no more than a bounded number of entries of the due index (drafts and
 -- approved operations are in it too, and are not counted).
--- KEYS: 1 due index. ARGV: 1 now (ms), 2 until (ms), 3 most entries to look at.
+-- KEYS: 1 due index. ARGV: 1 now (ms), 2 until (ms), 3 most entries to
+--   look at, 4 the shard's operation key prefix (opKeyPrefix).
+-- Discovers (O): the hash of each operation in that range, named by the
+--   due index's members ("op key|principal") after ARGV[4] — same slot
+--   because the prefix carries the shard tag of the due index (KEYS[1]).
 -- Returns the count.
 local D = KEYS[1]
-local tag = string.match(D, '^(.*):d$')
 local n = 0
 for _, m in ipairs(redis.call('ZRANGEBYSCORE', D, ARGV[1], ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))) do
   local key = string.match(m, '^([^|]+)|')
-  if key and redis.call('HGET', tag .. ':o:' .. key, 'st') == 'pending_approval' then n = n + 1 end
+  local O = key and ARGV[4] .. key
+  if O and redis.call('HGET', O, 'st') == 'pending_approval' then n = n + 1 end
 end
 return n

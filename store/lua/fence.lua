@@ -1,5 +1,6 @@
 -- fence: the executor's re-check right before an effect, and the renewal
 -- of its execution lease, in one step. The claim is still this executor's
+-- KEYS: the prelude's (1–10).
 -- only while the operation is executing, its claim token is ARGV[5], and
 -- its lease (field le, ms of the store's own clock, Redis TIME) has not
 -- run out. A lease that ran out is never renewed: once it has passed, no

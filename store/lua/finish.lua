@@ -2,6 +2,7 @@
 -- When an operator settled the operation first (settle.lua), the
 -- claimer's outcome arrives late: it is kept beside the settled one
 -- (field lo) with its own audit event, and the terminal state stays.
+-- KEYS: the prelude's (1–10).
 -- ARGV: 5 claim token, 6 succeeded|failed, 7 result JSON or '',
 --   8 error JSON or '', 9 event, 10 retention (ms), 11 late outcome JSON
 --   or '', 12 late_outcome event or ''.

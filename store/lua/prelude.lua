@@ -3,8 +3,12 @@
 --       4 the shard's stream, 5 timers, 6 due index, 7 executing index,
 --       8 gone index, 9 the principal's operation index, 10 the shard's
 --       audit chain.
+--       A script may take more KEYS, from 11 on (its header lists them).
 -- ARGV: 1 operation key, 2 principal, 3 transition id (a retried call
 --       carries the same id and is recognised as already done), 4 now (ms).
+-- Discovers (ik): the operation's idempotency binding, named by its field
+--       ik (create.lua stores its KEYS[11] there) — same slot because
+--       idemKey builds it with the operation's shard tag.
 local O, E, P, Q, T, D, X, G, PI, A = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local KEY, WHO, TX, NOW = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local MEMBER = KEY .. '|' .. WHO

@@ -1,5 +1,6 @@
 -- remind: records reminder n of a pending operation, once, with the jobs
 -- that re-notify the approvers who have not decided.
+-- KEYS: the prelude's (1–10).
 -- ARGV: 5 n, 6 event, 7… pairs of job id, job JSON.
 -- Returns {'reminded'} | {'done'} (sent before) | {'status', st} | {'missing'}.
 local st = get('st')

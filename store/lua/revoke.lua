@@ -1,7 +1,9 @@
 -- revoke: ends an allowance at once, recorded on its allowance.grant
--- operation. ARGV: 5 event. Returns {'revoked'} | {'done'} (before) | {'missing'}.
+-- operation.
+-- KEYS: the prelude's (1–10), 11 the principal's allowances.
+-- ARGV: 5 event. Returns {'revoked'} | {'done'} (before) | {'missing'}.
 if redis.call('EXISTS', O) == 0 then return {'missing'} end
-local AL = string.gsub(P, ':p:', ':al:', 1)
+local AL = KEYS[11]
 if redis.call('HGET', AL, KEY .. ':r') then
   if get('tx') == TX then return {'revoked'} end
   return {'done'}

@@ -1,5 +1,6 @@
 -- send: draft → pending_approval with its notification jobs; wakes the
 -- workers in the same step, so no crash can leave it sent and unnotified.
+-- KEYS: the prelude's (1–10), 11 the principal's allowances.
 -- ARGV: 5 new expires_at (ms), 6 jobs JSON, 7 event, 8 keys' lifetime (ms),
 --   9 max pending, 10 sends per minute, 11 expire event, 12 draft retention (ms),
 --   13 requests per minute, 14 allowance id or '', 15 its amount,
@@ -31,7 +32,7 @@ if wait then return {'rate', wait} end
 if num(redis.call('HGET', P, 'np')) >= tonumber(ARGV[9]) then return {'quota', 'max_pending', ARGV[9]} end
 local spend = ARGV[14]
 if spend ~= '' then
-  local AL = string.gsub(P, ':p:', ':al:', 1)
+  local AL = KEYS[11]
   local c, s = redis.call('HGET', AL, spend .. ':c'), redis.call('HGET', AL, spend .. ':s')
   local amount = tonumber(ARGV[15])
   local ok = num(redis.call('HGET', AL, spend .. ':x')) > NOW and not redis.call('HGET', AL, spend .. ':r')

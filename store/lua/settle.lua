@@ -1,5 +1,6 @@
 -- settle: an operator records the outcome of an operation left executing
 -- by a process that died (or stopped) after its claim.
+-- KEYS: the prelude's (1–10).
 -- ARGV: 5 succeeded|failed, 6 error JSON or '', 7 event, 8 retention (ms),
 --   9 'unknown' when the operator settles it as outcome unknown (allowed
 --   while the claimer's lease is live), '' when they say what happened

@@ -1,5 +1,6 @@
 -- stale: a pending operation whose target changed since prepare is failed
 -- before anyone approves what cannot run.
+-- KEYS: the prelude's (1–10).
 -- ARGV: 5 error JSON, 6 event, 7 retention (ms).
 -- Returns {'failed'} | {'status', current status} | {'missing'}.
 local st = get('st')

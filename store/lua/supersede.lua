@@ -2,7 +2,7 @@
 -- version, in one step: the original ends superseded, linked to the new
 -- one, and the new one is stored sent (its jobs queued, its timers set),
 -- approved already when the editor's approval makes its quorum.
--- KEYS 11: the new version's hash (same shard).
+-- KEYS: the prelude's (1–10), 11 the new version's hash (same shard).
 -- ARGV: 5 new key, 6 editor, 7 changed fields (comma-separated),
 --   8 superseded event, 9 retention (ms), 10 new doc, 11 new input,
 --   12 new preview, 13 new payload hash, 14 new expires_at (ms),

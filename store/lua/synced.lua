@@ -2,6 +2,7 @@
 -- A mark for something it already shows, or from an older read of the
 -- operation than the one it shows, is refused: a slow worker never
 -- overwrites a message with an older state.
+-- KEYS: the prelude's (1–10).
 -- ARGV: 5 job id, 6 mark ('' forgets). Returns 1 if it changed.
 -- A mark is "status/approvals" (approval's sync). It never goes back: a
 -- worker holding an older read of the operation (approved) must not edit

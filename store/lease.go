@@ -8,6 +8,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// One script per transition of a lease (lua/lease_*.lua).
+var (
+	takeLeaseScript  = redis.NewScript(lua("lease_take"))
+	renewLeaseScript = redis.NewScript(lua("lease_renew"))
+	dropLeaseScript  = redis.NewScript(lua("lease_drop"))
+)
+
 // Lease takes a short exclusive lease for holder, or reports how long the
 // current holder keeps it.
 func (r *Redis) Lease(ctx context.Context, ref approval.Ref, name, holder string, ttl time.Duration) (bool, time.Duration, error) {

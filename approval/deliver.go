@@ -123,18 +123,10 @@ func (s *Service) deliverOne(ctx context.Context, op *Operation, job Job, n Noti
 	return nil
 }
 
-// leaseAndGet takes a lease and, when taken, reads the operation under it:
-// in one step with a LeaseStore. An error with got true leaves the lease
-// taken.
+// leaseAndGet takes a lease and, when taken, reads the operation under it,
+// in one step. An error with got true leaves the lease taken.
 func (s *Service) leaseAndGet(ctx context.Context, ref Ref, name, holder string, ttl time.Duration) (got bool, left time.Duration, op *Operation, err error) {
-	if ls, ok := s.store.(LeaseStore); ok {
-		return ls.LeaseAndGet(ctx, ref, name, holder, ttl)
-	}
-	if got, left, err = s.store.Lease(ctx, ref, name, holder, ttl); err != nil || !got {
-		return got, left, nil, err
-	}
-	op, err = s.store.Get(ctx, ref)
-	return true, 0, op, err
+	return s.store.LeaseAndGet(ctx, ref, name, holder, ttl)
 }
 
 // keepLease renews a lease while its holder works; stop ends the renewal

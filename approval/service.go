@@ -35,7 +35,8 @@ type Service struct {
 	// holder names this process in leases and claims.
 	holder  string
 	closing chan struct{}
-	// passkeys and passkeyStore serve step-up routes (stepup.go); nil: none.
+	// passkeys serves step-up routes (stepup.go), nil: none; passkeyStore
+	// is the Store's part in them.
 	passkeys     Passkeys
 	passkeyStore PasskeyStore
 	// callbacks posts status changes to principals' webhooks (callback.go);
@@ -76,13 +77,13 @@ type Config struct {
 	// ExecutionLease is how long an execution's claim holds on the store's
 	// clock unless its executor renews it (default DefaultExecutionLease).
 	ExecutionLease time.Duration
-	// Passkeys verifies step-up assertions (SPEC §11); with it, a Store
-	// that is a PasskeyStore keeps the passkeys. nil: step_up routes
-	// refuse every decision.
+	// Passkeys verifies step-up assertions (SPEC §11); the Store keeps
+	// the passkeys (PasskeyStore). nil: step_up routes refuse every
+	// decision.
 	Passkeys Passkeys
-	// Callbacks delivers status changes to the principals' webhooks, with
-	// a Store that is a CallbackStore; nil: none. OnCallback hears the
-	// outcome of every attempt ("delivered", "failed"), for metrics.
+	// Callbacks delivers status changes to the principals' webhooks; the
+	// Store keeps their cursor (CallbackStore). nil: none. OnCallback hears
+	// the outcome of every attempt ("delivered", "failed"), for metrics.
 	Callbacks  Callbacks
 	OnCallback func(outcome string)
 }
@@ -99,19 +100,11 @@ func NewService(cfg Config) (*Service, error) {
 		draftRetention: cfg.DraftRetention, writesRetry: cfg.WritesRetry, execLease: cfg.ExecutionLease, holder: RandomToken(10),
 		closing: make(chan struct{}), passkeys: cfg.Passkeys, callbacks: cfg.Callbacks, onCallback: cfg.OnCallback,
 	}
-	s.passkeyStore, _ = cfg.Store.(PasskeyStore)
-	s.callbackStore, _ = cfg.Store.(CallbackStore)
-	if s.callbacks != nil && s.callbackStore == nil {
-		return nil, errors.New("approval: status webhooks need a store that keeps their cursor")
-	}
+	s.passkeyStore, s.callbackStore = cfg.Store, cfg.Store
 	for _, a := range cfg.Actions {
 		s.actions[a.Name()] = a
 	}
 	s.actions[GrantAction] = grantAction{s}
-	// Operations of Previewer actions are kept without their preview (preview.go).
-	if ps, ok := cfg.Store.(PreviewStore); ok {
-		ps.SetPreviews(&previews{actions: s.actions})
-	}
 	if s.notifiers == nil {
 		s.notifiers = map[string]Notifier{}
 	}
@@ -124,6 +117,10 @@ func NewService(cfg Config) (*Service, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	// Operations of Previewer actions are kept without their preview: the
+	// service decides and renders it back, the store just stores
+	// (previewstore.go).
+	s.store = previewing{Store: cfg.Store, p: &previews{actions: s.actions}, log: s.log}
 	if s.draftTTL == 0 {
 		s.draftTTL = DefaultDraftTTL
 	}

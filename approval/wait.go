@@ -112,16 +112,7 @@ func (s *Service) Wait(ctx context.Context, p *Principal, key string, d time.Dur
 // readStanding is Get for a long-poll: where the principal's operation
 // stands, and the whole of it from the same read when asked.
 func (s *Service) readStanding(ctx context.Context, p *Principal, key string) (Standing, func() (*Operation, error), error) {
-	ss, ok := s.store.(StandingStore)
-	if !ok {
-		op, err := s.Get(ctx, p, key)
-		if err != nil {
-			return Standing{}, nil, err
-		}
-		return Standing{Principal: op.Principal, Status: op.Status, Version: op.Version, ExpiresAt: op.ExpiresAt},
-			func() (*Operation, error) { return op, nil }, nil
-	}
-	sd, full, err := ss.ReadStanding(ctx, Ref{Principal: p.ID, Key: key}, p.Limits().RequestsPerMinute)
+	sd, full, err := s.store.ReadStanding(ctx, Ref{Principal: p.ID, Key: key}, p.Limits().RequestsPerMinute)
 	if err != nil {
 		return Standing{}, nil, err
 	}

@@ -84,10 +84,11 @@ func (r *Redis) Create(ctx context.Context, op *approval.Operation, t approval.C
 	return fmt.Errorf("store: create: unexpected reply %q", res[0])
 }
 
-// storedPreview is the pv field of op: empty when it has no preview or
-// its action renders the same preview again from the input.
+// storedPreview is the pv field of op: empty when it has no preview (the
+// service leaves out a preview its action renders again from the input,
+// and renders it back on reads).
 func (r *Redis) storedPreview(op *approval.Operation) string {
-	if (len(op.Preview.Fields) == 0 && op.Preview.Title == "") || (r.previews != nil && r.previews.Omit(op)) {
+	if len(op.Preview.Fields) == 0 && op.Preview.Title == "" {
 		return ""
 	}
 	return pack(mustJSON(op.Preview))
@@ -196,11 +197,6 @@ func (r *Redis) decode(key string, h map[string]string) (*approval.Operation, er
 		return nil, notFound(key)
 	}
 	op, err := decodeOp(key, h)
-	if err == nil && r.previews != nil {
-		if ferr := r.previews.Fill(op); ferr != nil {
-			err = &DecodeError{Key: key, Field: "in", Err: ferr}
-		}
-	}
 	if err != nil {
 		r.decodeFailed(err)
 		return nil, err

@@ -56,8 +56,8 @@ func Stuck(op *Operation, now time.Time, after time.Duration) bool {
 	return now.Sub(since) > after
 }
 
-// OperatorStore is the listing of every operation that the admin use
-// cases need beyond Store. store.Redis implements it.
+// OperatorStore lists every operation for the admin use cases: their
+// port, part of Store.
 type OperatorStore interface {
 	// All returns the operations of the given principals, newest first,
 	// at most limit.
@@ -156,17 +156,13 @@ func (s *Service) StuckOperations(ctx context.Context, principal string, after t
 }
 
 func (s *Service) all(ctx context.Context, principal string, limit int) ([]*Operation, error) {
-	st, ok := s.store.(OperatorStore)
-	if !ok {
-		return nil, Errorf(CodeUnavailable, "this store cannot list every operation")
-	}
 	var ids []string
 	for _, p := range s.policy.Principals {
 		if principal == "" || p.ID == principal {
 			ids = append(ids, p.ID)
 		}
 	}
-	return st.All(ctx, ids, limit)
+	return s.store.All(ctx, ids, limit)
 }
 
 // AdminGet returns any principal's operation and its audit trail.

@@ -43,7 +43,7 @@ type Callbacks interface {
 	Post(ctx context.Context, principal string, c StatusChange) error
 }
 
-// CallbackStore is the store's part in status webhooks.
+// CallbackStore is the store's part in status webhooks, part of Store.
 type CallbackStore interface {
 	// CallbackSent records that change seq (from 1) reached the webhook;
 	// only the next change moves the cursor. False if it was recorded

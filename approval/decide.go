@@ -81,7 +81,7 @@ func (s *Service) OpenLink(ctx context.Context, token string) (*LinkView, error)
 // window passed) and the link's record, nil when none is stored: in one
 // read with a LinkStore.
 func (s *Service) loadLink(ctx context.Context, claims LinkClaims) (*Operation, *Capability, error) {
-	ls, ok := s.store.(LinkStore)
+	ls, ok := LinkStore(s.store), true
 	if !ok || !ValidOperationKey(claims.Operation) {
 		op, err := s.load(ctx, Ref{Key: claims.Operation})
 		if err != nil {

@@ -22,7 +22,7 @@ const MaxInbox = 200
 
 // LiveStore lists operations that may still be decided (drafts, pending
 // and approved ones), from an index whose size follows them rather than
-// everything stored. store.Redis implements it.
+// everything stored: the inbox's port, part of Store.
 type LiveStore interface {
 	Live(ctx context.Context, limit int) ([]*Operation, error)
 }
@@ -30,11 +30,7 @@ type LiveStore interface {
 // Inbox returns the pending operations that approverID may decide and has
 // not decided, newest first, at most MaxInbox.
 func (s *Service) Inbox(ctx context.Context, approverID string) ([]*Operation, error) {
-	ls, ok := s.store.(LiveStore)
-	if !ok {
-		return nil, Errorf(CodeUnavailable, "this store cannot list pending operations")
-	}
-	ops, err := ls.Live(ctx, MaxAdminList)
+	ops, err := s.store.Live(ctx, MaxAdminList)
 	if err != nil {
 		return nil, err
 	}

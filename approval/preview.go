@@ -23,33 +23,14 @@ type Previewer interface {
 	Preview(input json.RawMessage) (Preview, error)
 }
 
-// PreviewSource is what a store that keeps operations without their
-// preview needs from the service: which previews it may leave out, and
-// the preview of an operation read without one. The store stays free of
-// action code; the service gives it a PreviewSource (PreviewStore).
-type PreviewSource interface {
-	// Omit reports whether op may be stored without its preview: its
-	// action renders exactly that preview again from the input.
-	Omit(op *Operation) bool
-	// Fill renders the preview of an operation read without one (it does
-	// nothing to one read with its preview, or without input). An error
-	// means the stored input cannot be rendered: the read must fail.
-	Fill(op *Operation) error
-}
-
-// PreviewStore is implemented by stores that keep operations of Previewer
-// actions without their preview (store.Redis): NewService hands them its
-// PreviewSource. A store without it keeps every preview.
-type PreviewStore interface {
-	SetPreviews(PreviewSource)
-}
-
-// previews is the service's PreviewSource. A preview is left out only when
-// rendering the input gives it back exactly, so nothing a human was shown
-// is ever lost (a preview with more than the input says, such as a diff,
-// is stored as before). It keeps the latest previews rendered, by
-// operation key: an operation is read many times in its short life (every
-// status read, page and worker step), and its input never changes.
+// previews decides which previews are left out of stored operations and
+// renders them back on every read (previewing, in previewstore.go). A
+// preview is left out only when rendering the input gives it back exactly,
+// so nothing a human was shown is ever lost (a preview with more than the
+// input says, such as a diff, is stored as before). It keeps the latest
+// previews rendered, by operation key: an operation is read many times in
+// its short life (every status read, page and worker step), and its input
+// never changes.
 type previews struct {
 	actions   map[string]Action
 	mu        sync.Mutex
@@ -59,6 +40,8 @@ type previews struct {
 // renderedGen bounds the previews kept: two generations of this many.
 const renderedGen = 2048
 
+// Omit reports whether op may be stored without its preview: its action
+// renders exactly that preview again from the input.
 func (p *previews) Omit(op *Operation) bool {
 	pv, ok := optional[Previewer](p.actions[op.Action])
 	if !ok || len(op.Input) == 0 {
@@ -72,6 +55,10 @@ func (p *previews) Omit(op *Operation) bool {
 	return true
 }
 
+// Fill renders the preview of an operation read without one (it does
+// nothing to one read with its preview, or without input). An error means
+// the stored input cannot be rendered: the read must fail. The error names
+// the operation, never what the renderer said about its input.
 func (p *previews) Fill(op *Operation) error {
 	if op.Preview.Title != "" || len(op.Preview.Fields) > 0 || len(op.Input) == 0 {
 		return nil // stored with its preview, or a draft that ended unsent (no input kept)
@@ -86,7 +73,7 @@ func (p *previews) Fill(op *Operation) error {
 	}
 	v, err := pv.Preview(op.Input)
 	if err != nil {
-		return fmt.Errorf("approval: operation %s: the stored input cannot be rendered: %w", op.Key, err)
+		return fmt.Errorf("approval: operation %s: its stored %s input cannot be rendered", op.Key, op.Action)
 	}
 	p.keep(op.Key, v)
 	op.Preview = v

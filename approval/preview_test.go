@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/internal/testing/redistest"
@@ -103,6 +104,14 @@ func TestPreviewIsRenderedFromTheStoredInput(t *testing.T) {
 	list, err := svc.List(bg, agent, "")
 	if err != nil || len(list) != 1 || !list[0].Preview.Equal(op.Preview) {
 		t.Fatalf("list: %+v, %v", list, err)
+	}
+	// A long-poll that ends with its context answers from the read it
+	// started with (StandingStore): rendered too.
+	waitCtx, cancelWait := context.WithTimeout(bg, 20*time.Millisecond)
+	w, err := svc.Wait(waitCtx, agent, op.Key, time.Minute)
+	cancelWait()
+	if err != nil || !w.Preview.Equal(op.Preview) {
+		t.Fatalf("wait: %+v, %v", w, err)
 	}
 
 	// A preview with more than the input says is kept whole.

@@ -71,7 +71,8 @@ type Passkeys interface {
 	Check(a *Approver, challenge []byte, creds []PasskeyCredential, raw []byte) (PasskeyUse, error)
 }
 
-// PasskeyStore keeps enrolment links and passkeys. store.Redis implements it.
+// PasskeyStore keeps enrolment links and passkeys: the port of step-up and
+// enrolment, part of Store.
 type PasskeyStore interface {
 	// AddEnrolment stores an enrolment link's nonce hash for approver.
 	AddEnrolment(ctx context.Context, approver, nonceHash string, ttl time.Duration) error
@@ -98,7 +99,7 @@ const (
 )
 
 // Noter records an audit event on an operation without changing it (a
-// refused step-up). store.Redis implements it.
+// refused step-up): part of Store.
 type Noter interface {
 	Note(ctx context.Context, ref Ref, ev Event) error
 }
@@ -242,13 +243,9 @@ func (s *Service) checkStepUp(ctx context.Context, op *Operation, approverID str
 	return nil
 }
 
-// note records ev on op's audit trail where the store can.
+// note records ev on op's audit trail.
 func (s *Service) note(ctx context.Context, op *Operation, ev Event) {
-	n, ok := s.store.(Noter)
-	if !ok {
-		return
-	}
-	if err := n.Note(ctx, op.Ref(), ev); err != nil {
+	if err := s.store.Note(ctx, op.Ref(), ev); err != nil {
 		s.log.Error("audit note failed", "operation", op.Key, "event", ev.Event, "err", err)
 		return
 	}

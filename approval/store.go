@@ -18,15 +18,37 @@ type Ref struct {
 // Ref returns the operation's store reference.
 func (op *Operation) Ref() Ref { return Ref{Principal: op.Principal, Key: op.Key} }
 
-// Store keeps operations. Every method that changes an operation is one
-// atomic step, conditional on the current status, and carries a
-// transition id (Tx): a repeated call with the same id is recognised as
-// done, never a second effect, and a repeated transition with another id
-// is a no-op. Implementations: store.Redis.
+// Store is every port the Service needs from its store, each a small
+// interface named for its use. NewService takes them all at once: a store
+// that lacks one does not compile, so no use case is skipped at run time.
+// Every method that changes an operation is one atomic step, conditional on
+// the current status, and carries a transition id (Tx): a repeated call
+// with the same id is recognised as done, never a second effect, and a
+// repeated transition with another id is a no-op. Implementations:
+// store.Redis.
 //
 // Failures of the store itself are returned as unavailable errors and mean
 // nothing was written unless the method says otherwise.
 type Store interface {
+	OperationStore
+	StandingStore
+	TransitionStore
+	ExecutionStore
+	AllowanceStore
+	LinkStore
+	DeliveryStore
+	LeaseStore
+	WakeStore
+	LiveStore     // inbox.go
+	OperatorStore // admin.go
+	Noter         // stepup.go
+	PasskeyStore  // stepup.go
+	CallbackStore // callback.go
+}
+
+// OperationStore keeps operations and reads them: the agent's prepare,
+// reads and lists.
+type OperationStore interface {
 	// Create stores a new draft, counted against the principal's rate
 	// limit and quotas, and binds its idempotency key, in one step.
 	// Returns rate_limited, quota_exceeded, invalid_input (too large for
@@ -42,12 +64,23 @@ type Store interface {
 	Rate(ctx context.Context, principal string, perMinute int) error
 	// List returns the principal's operations, newest first.
 	List(ctx context.Context, principal string, limit int) ([]*Operation, error)
-	// Executing lists operations claimed before the given time and still
-	// executing (the stuck ones), oldest first.
-	Executing(ctx context.Context, before time.Time, limit int) ([]*Operation, error)
 	// Events returns the operation's audit trail, oldest first.
 	Events(ctx context.Context, ref Ref) ([]Event, error)
+	// Ping checks that the store is reachable.
+	Ping(ctx context.Context) error
+}
 
+// StandingStore answers a long-poll's counted read with where the operation
+// stands, and decodes the rest only when asked (Wait).
+type StandingStore interface {
+	// ReadStanding is Read; full returns the whole operation from the
+	// same read (and the error Read would have returned for it).
+	ReadStanding(ctx context.Context, ref Ref, perMinute int) (Standing, func() (*Operation, error), error)
+}
+
+// TransitionStore moves operations through their life before execution: send,
+// decide, cancel, expire, edit, escalate, remind.
+type TransitionStore interface {
 	// Send moves a draft to pending_approval with its jobs and wakes the
 	// workers. Returns the status before the call (draft when it moved)
 	// and, when the store answers with it, the operation as the call left
@@ -56,6 +89,37 @@ type Store interface {
 	Send(ctx context.Context, ref Ref, t SendTransition) (Status, *Operation, error)
 	// Decide records one approver's decision. See DecideResult.
 	Decide(ctx context.Context, ref Ref, t DecideTransition) (DecideResult, error)
+	// Cancel ends a draft or pending operation. Returns the status before
+	// the call and whether it moved.
+	Cancel(ctx context.Context, ref Ref, t Step) (Status, bool, error)
+	// Expire ends an operation whose window has passed. Returns the status
+	// before the call and whether it moved.
+	Expire(ctx context.Context, ref Ref, t Step) (Status, bool, error)
+	// Stale fails a pending operation whose target changed. Returns the
+	// status before the call and whether it moved.
+	Stale(ctx context.Context, ref Ref, t StaleTransition) (Status, bool, error)
+	// SweepExpired ends every operation whose window passed by now, in
+	// batches; it returns the expired events it recorded.
+	SweepExpired(ctx context.Context, now time.Time, t SweepTransition) ([]Event, error)
+	// Supersede ends a pending operation as superseded by t.Next, which it
+	// stores sent (pending, or approved when the editor's approval makes
+	// the quorum), in one step. False when the operation is no longer
+	// pending or the editor decided it already.
+	Supersede(ctx context.Context, ref Ref, t SupersedeTransition) (bool, error)
+	// Escalate adds approvers, with their jobs, to a pending operation once.
+	// Returns whether this call (or its retry) escalated it.
+	Escalate(ctx context.Context, ref Ref, t EscalateTransition) (bool, error)
+	// Remind records reminder t.N of a pending operation once, with the
+	// jobs that re-notify. Returns whether this call (or its retry) did.
+	Remind(ctx context.Context, ref Ref, t RemindTransition) (bool, error)
+}
+
+// ExecutionStore keeps the execution of approved operations: the claim, its
+// fence, the outcome, an operator's settlement, the link to an undo.
+type ExecutionStore interface {
+	// Executing lists operations claimed before the given time and still
+	// executing (the stuck ones), oldest first.
+	Executing(ctx context.Context, before time.Time, limit int) ([]*Operation, error)
 	// Claim moves an approved operation to executing for the holder of
 	// t.Token. Reports whether this call (or its retry) won the claim.
 	Claim(ctx context.Context, ref Ref, t ClaimTransition) (bool, Status, error)
@@ -73,24 +137,13 @@ type Store interface {
 	// Settle records an operator's outcome for an executing operation.
 	// Returns the status before the call and whether it moved.
 	Settle(ctx context.Context, ref Ref, t SettleTransition) (Status, bool, error)
-	// Cancel ends a draft or pending operation. Returns the status before
-	// the call and whether it moved.
-	Cancel(ctx context.Context, ref Ref, t Step) (Status, bool, error)
-	// Expire ends an operation whose window has passed. Returns the status
-	// before the call and whether it moved.
-	Expire(ctx context.Context, ref Ref, t Step) (Status, bool, error)
-	// Stale fails a pending operation whose target changed. Returns the
-	// status before the call and whether it moved.
-	Stale(ctx context.Context, ref Ref, t StaleTransition) (Status, bool, error)
-	// SweepExpired ends every operation whose window passed by now, in
-	// batches; it returns the expired events it recorded.
-	SweepExpired(ctx context.Context, now time.Time, t SweepTransition) ([]Event, error)
+	// SetUndoneBy links a succeeded operation to the operation undoing it,
+	// if its current link is prev ("" for none); false otherwise.
+	SetUndoneBy(ctx context.Context, ref Ref, prev, undo string, now time.Time) (bool, error)
+}
 
-	// Supersede ends a pending operation as superseded by t.Next, which it
-	// stores sent (pending, or approved when the editor's approval makes
-	// the quorum), in one step. False when the operation is no longer
-	// pending or the editor decided it already.
-	Supersede(ctx context.Context, ref Ref, t SupersedeTransition) (bool, error)
+// AllowanceStore keeps standing allowances (allowance.go).
+type AllowanceStore interface {
 	// AddAllowance activates an allowance (once; again is a no-op).
 	AddAllowance(ctx context.Context, a Allowance) error
 	// Allowances lists a principal's allowances that are neither revoked
@@ -99,19 +152,26 @@ type Store interface {
 	// RevokeAllowance ends the allowance of a succeeded allowance.grant
 	// operation, recording t's event on it. False if it was revoked before.
 	RevokeAllowance(ctx context.Context, ref Ref, t Step) (bool, error)
-	// Escalate adds approvers, with their jobs, to a pending operation once.
-	// Returns whether this call (or its retry) escalated it.
-	Escalate(ctx context.Context, ref Ref, t EscalateTransition) (bool, error)
-	// Remind records reminder t.N of a pending operation once, with the
-	// jobs that re-notify. Returns whether this call (or its retry) did.
-	Remind(ctx context.Context, ref Ref, t RemindTransition) (bool, error)
+}
 
+// LinkStore keeps the issued approval links of pending operations, and reads
+// an operation with one of its links in one step (every approval page
+// request opens both).
+type LinkStore interface {
 	// AddCapability stores an issued link's nonce hash while the operation
 	// is pending, and marks the approver's earlier links through the same
 	// channel replaced. Returns false if it no longer is pending.
 	AddCapability(ctx context.Context, ref Ref, nonceHash string, c Capability, now time.Time) (bool, error)
 	// Capability returns the stored link record, or nil.
 	Capability(ctx context.Context, ref Ref, nonceHash string) (*Capability, error)
+	// GetLink is Get and Capability at once: the operation, and the link
+	// record of nonceHash or nil. Returns the codes of Get.
+	GetLink(ctx context.Context, ref Ref, nonceHash string) (*Operation, *Capability, error)
+}
+
+// DeliveryStore records the notification jobs of an operation: delivered,
+// failed and retried, and the status each message last showed.
+type DeliveryStore interface {
 	// RecordDelivery records that a job was delivered; false if it already
 	// was. When it records it, it may answer with the operation as it left
 	// it (nil: read it).
@@ -126,6 +186,12 @@ type Store interface {
 	// MarkSynced records the status a delivered message was last updated
 	// to; false if it already showed that status.
 	MarkSynced(ctx context.Context, ref Ref, job string, mark string) (bool, error)
+}
+
+// LeaseStore keeps the short exclusive leases on parts of an operation's work
+// (one notification job), and takes one and reads the operation under it in
+// one step (a notification job looks again under its lease).
+type LeaseStore interface {
 	// Lease takes a short exclusive lease named name on part of the
 	// operation's work (one notification job) for holder. Returns false,
 	// and how long the lease still runs, if someone else holds it.
@@ -134,10 +200,15 @@ type Store interface {
 	RenewLease(ctx context.Context, ref Ref, name, holder string, ttl time.Duration) (bool, error)
 	// Unlease releases a lease its holder holds.
 	Unlease(ctx context.Context, ref Ref, name, holder string) error
-	// SetUndoneBy links a succeeded operation to the operation undoing it,
-	// if its current link is prev ("" for none); false otherwise.
-	SetUndoneBy(ctx context.Context, ref Ref, prev, undo string, now time.Time) (bool, error)
+	// LeaseAndGet is Lease, then, when this call took it, Get: the
+	// operation as it stands under the lease. Returns the codes of Get,
+	// with the lease taken.
+	LeaseAndGet(ctx context.Context, ref Ref, name, holder string, ttl time.Duration) (bool, time.Duration, *Operation, error)
+}
 
+// WakeStore wakes the workers and the waiters: the live changes of
+// operations.
+type WakeStore interface {
 	// Wake asks the workers to look at the operation now.
 	Wake(ctx context.Context, ref Ref) error
 	// WakeAt asks the workers to look at the operation at t (a retry).
@@ -146,25 +217,6 @@ type Store interface {
 	// Changes returns a channel that receives after every change of the
 	// operation (from any replica) until cancel is called.
 	Changes(ctx context.Context, key string) (ch <-chan struct{}, cancel func(), err error)
-	// Ping checks that the store is reachable.
-	Ping(ctx context.Context) error
-}
-
-// LinkStore is a Store that reads an operation with one of its issued
-// links in one step (every approval page request opens both).
-type LinkStore interface {
-	// GetLink is Get and Capability at once: the operation, and the link
-	// record of nonceHash or nil. Returns the codes of Get.
-	GetLink(ctx context.Context, ref Ref, nonceHash string) (*Operation, *Capability, error)
-}
-
-// LeaseStore is a Store that takes a lease and reads the operation under
-// it in one step (a notification job looks again under its lease).
-type LeaseStore interface {
-	// LeaseAndGet is Lease, then, when this call took it, Get: the
-	// operation as it stands under the lease. Returns the codes of Get,
-	// with the lease taken.
-	LeaseAndGet(ctx context.Context, ref Ref, name, holder string, ttl time.Duration) (bool, time.Duration, *Operation, error)
 }
 
 // Standing is where an operation stands: what a long-poll compares.
@@ -173,14 +225,6 @@ type Standing struct {
 	Status    Status
 	Version   int64
 	ExpiresAt time.Time
-}
-
-// StandingStore is a Store whose counted read can answer with where the
-// operation stands and decode the rest only when asked.
-type StandingStore interface {
-	// ReadStanding is Read; full returns the whole operation from the
-	// same read (and the error Read would have returned for it).
-	ReadStanding(ctx context.Context, ref Ref, perMinute int) (Standing, func() (*Operation, error), error)
 }
 
 // Queue hands woken operations to workers, at least once.

@@ -49,10 +49,11 @@ func (r *Redis) Create(ctx context.Context, op *approval.Operation, t approval.C
 	return fmt.Errorf("store: create: unexpected reply %q", res[0])
 }
 
-// storedPreview is the pv field of op: empty when it has no preview or
-// its action renders the same preview again from the input.
+// storedPreview is the pv field of op: empty when it has no preview (the
+// service leaves out a preview its action renders again from the input,
+// and renders it back on reads).
 func (r *Redis) storedPreview(op *approval.Operation) string {
-	if (len(op.Preview.Fields) == 0 && op.Preview.Title == "") || (r.previews != nil && r.previews.Omit(op)) {
+	if len(op.Preview.Fields) == 0 && op.Preview.Title == "" {
 		return ""
 	}
 	return pack(mustJSON(op.Preview))

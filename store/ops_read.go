@@ -116,11 +116,6 @@ func (r *Redis) decode(key string, h map[string]string) (*approval.Operation, er
 		return nil, notFound(key)
 	}
 	op, err := decodeOp(key, h)
-	if err == nil && r.previews != nil {
-		if ferr := r.previews.Fill(op); ferr != nil {
-			err = &DecodeError{Key: key, Field: "in", Err: ferr}
-		}
-	}
 	if err != nil {
 		r.decodeFailed(err)
 		return nil, err

@@ -20,9 +20,25 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// Redis fills every port the domain declares (approval.Store is all of
+// them) and the work queue.
 var (
-	_ approval.Store = (*Redis)(nil)
-	_ approval.Queue = (*Redis)(nil)
+	_ approval.Store           = (*Redis)(nil)
+	_ approval.OperationStore  = (*Redis)(nil)
+	_ approval.StandingStore   = (*Redis)(nil)
+	_ approval.TransitionStore = (*Redis)(nil)
+	_ approval.ExecutionStore  = (*Redis)(nil)
+	_ approval.AllowanceStore  = (*Redis)(nil)
+	_ approval.LinkStore       = (*Redis)(nil)
+	_ approval.DeliveryStore   = (*Redis)(nil)
+	_ approval.LeaseStore      = (*Redis)(nil)
+	_ approval.WakeStore       = (*Redis)(nil)
+	_ approval.LiveStore       = (*Redis)(nil)
+	_ approval.OperatorStore   = (*Redis)(nil)
+	_ approval.Noter           = (*Redis)(nil)
+	_ approval.PasskeyStore    = (*Redis)(nil)
+	_ approval.CallbackStore   = (*Redis)(nil)
+	_ approval.Queue           = (*Redis)(nil)
 )
 
 // Redis is approval.Store and approval.Queue on Redis.
@@ -52,17 +68,7 @@ type Redis struct {
 	groupMu sync.Mutex
 	groupOK map[string]bool
 	owners  owners // key → principal, for references by key alone
-	// previews renders the previews left out of stored operations
-	// (approval.PreviewStore); nil keeps every preview.
-	previews approval.PreviewSource
 }
-
-var _ approval.PreviewStore = (*Redis)(nil)
-
-// SetPreviews is called by the service that uses this store, before any
-// call: operations whose preview previews can render again are stored
-// without it, and read with it rendered.
-func (r *Redis) SetPreviews(p approval.PreviewSource) { r.previews = p }
 
 // New wraps a client with the default number of shards; Init pins the
 // number for a deployment. The caller owns the client.

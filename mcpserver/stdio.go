@@ -46,7 +46,7 @@ type taskConn struct {
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
-	version string                          // from initialize
+	version string                         // from initialize
 	pending map[string]func(rpcMsg) rpcMsg // responses to rewrite, by request id
 }
 

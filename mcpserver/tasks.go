@@ -118,7 +118,7 @@ func (m reqMeta) version(header string) string {
 	return v
 }
 
-func (c clientCaps) tasks() bool   { _, ok := c.Extensions[extTasks]; return ok }
+func (c clientCaps) tasks() bool     { _, ok := c.Extensions[extTasks]; return ok }
 func (c clientCaps) urlElicit() bool { return c.Elicitation != nil && c.Elicitation.URL != nil }
 
 // taskLayer answers the task methods and turns send_operation into a task

@@ -582,9 +582,19 @@ func (t *taskLayer) taskMethod(ctx context.Context, b Backend, fl flavor, m rpcM
 			if time.Now().After(deadline) {
 				return nil, &rpcErr{Code: rpcInternal, Message: "the task has not finished yet; poll tasks/get"}
 			}
+			began := time.Now()
 			var err error
 			if v, err = b.Get(ctx, v.OperationKey, MaxWaitSeconds*time.Second); err != nil {
 				return nil, backendErr(err)
+			}
+			if !v.Status.Terminal() && time.Since(began) < time.Second {
+				// The long-poll came back at once (the service is closing):
+				// do not spin.
+				select {
+				case <-ctx.Done():
+					return nil, &rpcErr{Code: rpcInternal, Message: "the task has not finished yet; poll tasks/get"}
+				case <-time.After(taskPollInterval):
+				}
 			}
 		}
 		return json.RawMessage(finalResult(v, v.OperationKey)), nil

@@ -121,5 +121,5 @@ func TestURLElicitation(t *testing.T) {
 	if sc, _ := res["structuredContent"].(map[string]any); res["resultType"] == "input_required" || sc["status"] != "pending_approval" {
 		t.Errorf("for a human who does not approve: %v", res)
 	}
-	assertNoSecrets(t, h.secrets(), map[string]string{"wire": h.wire.String()})
+	assertNoSecrets(t, h.secrets(), map[string]string{"wire": h.wire.String(), "logs": h.logs.String()})
 }

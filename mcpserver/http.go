@@ -64,11 +64,11 @@ func NewHTTPHandler(svc *approval.Service, opts *HTTPOptions) http.Handler {
 	if o.Actions == nil {
 		o.Actions = append([]string{}, svc.ActionNames()...) // list only the tools that can run here
 	}
-	tasks := &taskLayer{retention: o.Retention, elicit: newElicitor(o.Elicitation)}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	tasks := &taskLayer{retention: o.Retention, elicit: newElicitor(o.Elicitation), log: log}
 	srv := NewServerFunc(func(_ context.Context, req *mcp.CallToolRequest) (Backend, error) {
 		p := principalOf(req)
 		if p == nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -18,13 +19,15 @@ import (
 // REST API), so a task started through the bridge is followed from the
 // operation in the service's store, like one started on /mcp. The bridge
 // holds no link key, so it asks for no URL elicitation.
-func StdioTransport(b Backend, in io.ReadCloser, out io.WriteCloser) mcp.Transport {
-	return &taskTransport{inner: &mcp.IOTransport{Reader: in, Writer: out}, b: b}
+// log (may be nil) gets one line per task method call; never stdout.
+func StdioTransport(b Backend, in io.ReadCloser, out io.WriteCloser, log *slog.Logger) mcp.Transport {
+	return &taskTransport{inner: &mcp.IOTransport{Reader: in, Writer: out}, b: b, log: log}
 }
 
 type taskTransport struct {
 	inner mcp.Transport
 	b     Backend
+	log   *slog.Logger
 }
 
 func (t *taskTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -33,7 +36,7 @@ func (t *taskTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		return nil, err
 	}
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	return &taskConn{Connection: c, b: t.b, layer: &taskLayer{}, ctx: cctx, cancel: cancel,
+	return &taskConn{Connection: c, b: t.b, layer: &taskLayer{log: t.log}, ctx: cctx, cancel: cancel,
 		pending: map[string]func(rpcMsg) rpcMsg{}}, nil
 }
 

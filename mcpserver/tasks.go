@@ -29,6 +29,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -131,6 +132,8 @@ type taskLayer struct {
 	// elicit, when set, asks the principal's own human to open the inbox
 	// page of the operation (URL elicitation; /mcp only).
 	elicit *elicitor
+	// log, when set, gets one line per task method call.
+	log *slog.Logger
 }
 
 // exchange is what to do with one client message: answer it here
@@ -183,7 +186,17 @@ func (t *taskLayer) handle(b Backend, p *approval.Principal, raw []byte, version
 				return reply(m.ID, nil, &rpcErr{Code: rpcMissingClientCap, Message: "Missing required client capability",
 					Data: map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{extTasks: map[string]any{}}}}})
 			}
+			start := time.Now()
 			res, err := t.taskMethod(ctx, b, fl, m)
+			if t.log != nil {
+				var tp taskParams
+				_ = json.Unmarshal(m.Params, &tp)
+				attrs := []any{"method", m.Method, "task", tp.TaskID, "duration_ms", time.Since(start).Milliseconds()}
+				if err != nil {
+					attrs = append(attrs, "rpc_error", err.Code)
+				}
+				t.log.Info("mcp task call", attrs...)
+			}
 			return reply(m.ID, res, err)
 		}}
 	}

@@ -252,7 +252,7 @@ func TestTasksExperimental(t *testing.T) {
 	if sc, _ := sent["structuredContent"].(map[string]any); sent["task"] != nil || sc["status"] != "pending_approval" {
 		t.Errorf("send_operation without a task: %v", sent)
 	}
-	assertNoSecrets(t, h.secrets(), map[string]string{"wire": h.wire.String()})
+	assertNoSecrets(t, h.secrets(), map[string]string{"wire": h.wire.String(), "logs": h.logs.String()})
 }
 
 // TestTasksExtension: the tasks extension of protocol 2026-07-28. Only a
@@ -309,7 +309,7 @@ func TestTasksExtension(t *testing.T) {
 	if sc, _ := sent["structuredContent"].(map[string]any); sent["resultType"] == "task" || sc["status"] != "pending_approval" {
 		t.Errorf("send_operation without the extension: %v", sent)
 	}
-	assertNoSecrets(t, h.secrets(), map[string]string{"wire": h.wire.String()})
+	assertNoSecrets(t, h.secrets(), map[string]string{"wire": h.wire.String(), "logs": h.logs.String()})
 }
 
 // TestTasksOverStdio: countersign mcp's transport answers tasks itself,
@@ -324,7 +324,7 @@ func TestTasksOverStdio(t *testing.T) {
 	srv := mcpserver.NewServer(rc, &mcpserver.Options{Logger: h.log})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, mcpserver.StdioTransport(rc, inR, outW)) }()
+	go func() { done <- srv.Run(ctx, mcpserver.StdioTransport(rc, inR, outW, h.log)) }()
 	t.Cleanup(func() { cancel(); _ = inW.Close(); <-done })
 	lines := bufio.NewScanner(outR)
 	lines.Buffer(make([]byte, 1<<20), 1<<20)
@@ -390,5 +390,5 @@ func TestTasksOverStdio(t *testing.T) {
 	if r := call("tasks/get", map[string]any{"taskId": "op_AAAAAAAAAAAAAAAAAAAAAAAAAA"}); r.Error == nil || r.Error.Code != -32602 {
 		t.Errorf("unknown task over stdio: %+v", r)
 	}
-	assertNoSecrets(t, h.secrets(), map[string]string{"wire": h.wire.String()})
+	assertNoSecrets(t, h.secrets(), map[string]string{"wire": h.wire.String(), "logs": h.logs.String()})
 }

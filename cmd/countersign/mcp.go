@@ -79,7 +79,7 @@ func runMCP(ctx context.Context, env func(string) (string, bool), stdin io.Reade
 		in = io.NopCloser(stdin)
 	}
 	// The task layer (MCP tasks, SPEC §13) sits between stdio and the server.
-	err = srv.Run(ctx, mcpserver.StdioTransport(c, in, nopWriteCloser{stdout}))
+	err = srv.Run(ctx, mcpserver.StdioTransport(c, in, nopWriteCloser{stdout}, log))
 	switch {
 	case err == nil, errors.Is(err, io.EOF), ctx.Err() != nil:
 		return nil // the host closed stdin, or we were told to stop

@@ -53,6 +53,10 @@ type HTTPOptions struct {
 // DNS-rebinding protection is left to the bearer key: behind the adaptor
 // the SDK cannot see the local address, and a browser tricked into calling
 // it cannot send the key.
+//
+// In front of the SDK's handler sits the task layer (tasks.go): MCP tasks
+// and URL elicitation at the JSON-RPC level, answered from the operation
+// in the store, so they stay stateless too.
 func NewHTTPHandler(svc *approval.Service, opts *HTTPOptions) http.Handler {
 	var o HTTPOptions
 	if opts != nil {

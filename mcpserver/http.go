@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/countersign/countersign/approval/jsonx"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/countersign/countersign/approval"
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -31,6 +33,13 @@ type HTTPOptions struct {
 	// When set, a refused request's WWW-Authenticate names its protected
 	// resource metadata (RFC 9728), which ResourceMetadata serves.
 	ResourceURL string
+	// Retention is how long a finished operation stays readable: a task's
+	// time to live is its approval window plus this (default 7 days).
+	Retention time.Duration
+	// Elicitation, when set, asks the principal's own human to open the
+	// inbox page of a sent operation where the client can open URLs
+	// (SPEC §13); set it only where sign-in is configured.
+	Elicitation *Elicitation
 }
 
 // NewHTTPHandler serves MCP over streamable HTTP for the principals of svc:
@@ -44,6 +53,10 @@ type HTTPOptions struct {
 // DNS-rebinding protection is left to the bearer key: behind the adaptor
 // the SDK cannot see the local address, and a browser tricked into calling
 // it cannot send the key.
+//
+// In front of the SDK's handler sits the task layer (tasks.go): MCP tasks
+// and URL elicitation at the JSON-RPC level, answered from the operation
+// in the store, so they stay stateless too.
 func NewHTTPHandler(svc *approval.Service, opts *HTTPOptions) http.Handler {
 	var o HTTPOptions
 	if opts != nil {
@@ -59,6 +72,7 @@ func NewHTTPHandler(svc *approval.Service, opts *HTTPOptions) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	tasks := &taskLayer{retention: o.Retention, elicit: newElicitor(o.Elicitation), log: log}
 	srv := NewServerFunc(func(_ context.Context, req *mcp.CallToolRequest) (Backend, error) {
 		p := principalOf(req)
 		if p == nil {
@@ -93,15 +107,80 @@ func NewHTTPHandler(svc *approval.Service, opts *HTTPOptions) http.Handler {
 		if o.OnPrincipal != nil {
 			o.OnPrincipal(r.Context(), p.ID)
 		}
-		if r.Method == http.MethodPost {
-			body, ok := oneMessage(w, r, o.MaxBodyBytes)
-			if !ok {
+		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+		if r.Method != http.MethodPost {
+			withToken.ServeHTTP(w, r)
+			return
+		}
+		body, ok := oneMessage(w, r, o.MaxBodyBytes)
+		if !ok {
+			return
+		}
+		ex := tasks.handle(&Local{Service: svc, Principal: p}, p, body, r.Header.Get("Mcp-Protocol-Version"))
+		if ex.answer != nil {
+			if out := ex.answer(r.Context()); out != nil {
+				writeRPC(w, out)
 				return
 			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
-		withToken.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+		r.Body = io.NopCloser(bytes.NewReader(ex.forward))
+		r.ContentLength = int64(len(ex.forward))
+		if ex.rewrite == nil {
+			withToken.ServeHTTP(w, r)
+			return
+		}
+		rec := &recorder{header: http.Header{}}
+		withToken.ServeHTTP(rec, r)
+		out := rec.body.Bytes()
+		var resp rpcMsg
+		if rec.code() == http.StatusOK && strings.HasPrefix(rec.header.Get("Content-Type"), "application/json") &&
+			json.Unmarshal(out, &resp) == nil {
+			if b, err := jsonx.Marshal(ex.rewrite(resp)); err == nil {
+				out = b
+			}
+		}
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.code())
+		_, _ = w.Write(out)
 	})
+}
+
+// writeRPC answers a JSON-RPC request that the task layer answered itself.
+func writeRPC(w http.ResponseWriter, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// recorder keeps the SDK's response so the task layer can rewrite it.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+}
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(p)
+}
+func (r *recorder) Flush() {}
+func (r *recorder) code() int {
+	if r.status == 0 {
+		return http.StatusOK
+	}
+	return r.status
 }
 
 // oneMessage reads the body of an authenticated POST (the key is checked

@@ -12,7 +12,6 @@ import (
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/mcpserver"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 )
 
@@ -79,7 +78,8 @@ func runMCP(ctx context.Context, env func(string) (string, bool), stdin io.Reade
 	if !ok {
 		in = io.NopCloser(stdin)
 	}
-	err = srv.Run(ctx, &mcp.IOTransport{Reader: in, Writer: nopWriteCloser{stdout}})
+	// The task layer (MCP tasks, SPEC §13) sits between stdio and the server.
+	err = srv.Run(ctx, mcpserver.StdioTransport(c, in, nopWriteCloser{stdout}, log))
 	switch {
 	case err == nil, errors.Is(err, io.EOF), ctx.Err() != nil:
 		return nil // the host closed stdin, or we were told to stop

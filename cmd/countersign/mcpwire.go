@@ -1,6 +1,9 @@
 package main
 
 import (
+	"net/url"
+	"time"
+
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/mcpserver"
@@ -25,6 +28,8 @@ func (m *Main) mcpEffects(e *effects, file *config.File, dev bool) error {
 			OnPrincipal:  web.NotePrincipal,
 			ResourceURL:  m.PublicURL + "/mcp",
 			MaxBodyBytes: maxBody,
+			Retention:    time.Duration(file.Settings.Retention),
+			Elicitation:  inboxElicitation(file, svc, m),
 		})
 		// RFC 9728 metadata: path-aware, and at the root for clients that
 		// look there; both say "a bearer API key, no OAuth".
@@ -36,4 +41,21 @@ func (m *Main) mcpEffects(e *effects, file *config.File, dev bool) error {
 			{Path: "/.well-known/oauth-protected-resource", HTTP: meta}}
 	})
 	return nil
+}
+
+// inboxElicitation is URL elicitation on /mcp (SPEC §13): only where
+// approvers sign in (oidc:), since the page it opens, /inbox/{key},
+// decides only for the approver signed in there. requestState is keyed
+// by the link keyring (every replica computes the same) and redeemed once
+// in the store.
+func inboxElicitation(file *config.File, svc *approval.Service, m *Main) *mcpserver.Elicitation {
+	if file.OIDC == nil {
+		return nil
+	}
+	return &mcpserver.Elicitation{
+		InboxURL: func(key string) string { return m.PublicURL + "/inbox/" + url.PathEscape(key) },
+		MAC:      func(parts ...string) string { return svc.Links().MAC("mcp-request-state", parts...) },
+		Once:     m.Store.Once,
+		Now:      svc.Now,
+	}
 }

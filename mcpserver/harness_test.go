@@ -159,7 +159,7 @@ func (b *inbox) count(key string) int {
 // link waits for the approval link of key and returns its token.
 func (b *inbox) link(t testing.TB, key string) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		b.mu.Lock()
 		for _, n := range b.notices {

@@ -216,7 +216,8 @@ func (s *Service) DecideAs(ctx context.Context, key, approverID, via, payloadHas
 	if err != nil {
 		return nil, DecideResult{}, err
 	}
-	if approve && op.Status == StatusPending && op.HasApprover(approverID) {
+	// Only a decision the rule lets through re-reads the target.
+	if approve && MayDecide(op, approverID, payloadHash, s.now()) == nil {
 		if rc, ok := optional[Rechecker](s.actions[op.Action]); ok {
 			if stale := s.recheck(ctx, rc, op); stale != nil {
 				cur, gerr := s.store.Get(ctx, op.Ref())

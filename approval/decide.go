@@ -62,19 +62,35 @@ func (s *Service) OpenLink(ctx context.Context, token string) (*LinkView, error)
 	if v.Approver == nil {
 		v.Approver = &Approver{ID: claims.Approver}
 	}
-	switch {
-	case op.Decided(claims.Approver):
+	switch err := MayDecide(op, claims.Approver, op.PayloadHash, s.now()); {
+	case RefusalOf(err) == RefusedDecided:
 		v.Problem = LinkUsed
 	case c.Revoked && op.Status == StatusPending:
 		v.Problem = LinkReplaced
-	case op.Status == StatusExpired || (op.Status == StatusPending && !s.now().Before(claims.Expires)):
+	case err != nil:
+		v.Problem = linkProblem(err)
+	case !s.now().Before(claims.Expires): // the link's own window
 		v.Problem = LinkExpired
-	case op.Status != StatusPending:
-		v.Problem = LinkFinished
 	default:
 		s.recheckView(ctx, v, op)
 	}
 	return v, nil
+}
+
+// linkProblem is how a page shows a refusal of MayDecide.
+func linkProblem(err error) LinkProblem {
+	if err == nil {
+		return LinkOK
+	}
+	switch RefusalOf(err) {
+	case RefusedDecided:
+		return LinkUsed
+	case RefusedExpired:
+		return LinkExpired
+	case RefusedNotPending:
+		return LinkFinished
+	}
+	return LinkUnknown // not this person's to decide
 }
 
 // loadLink reads the operation of a link (recording its expiry if the
@@ -200,7 +216,8 @@ func (s *Service) DecideAs(ctx context.Context, key, approverID, via, payloadHas
 	if err != nil {
 		return nil, DecideResult{}, err
 	}
-	if approve && op.Status == StatusPending && op.HasApprover(approverID) {
+	// Only a decision the rule lets through re-reads the target.
+	if approve && MayDecide(op, approverID, payloadHash, s.now()) == nil {
 		if rc, ok := optional[Rechecker](s.actions[op.Action]); ok {
 			if stale := s.recheck(ctx, rc, op); stale != nil {
 				cur, gerr := s.store.Get(ctx, op.Ref())
@@ -228,17 +245,12 @@ func (s *Service) after(ctx context.Context, ref Ref, res DecideResult) (*Operat
 	return s.store.Get(ctx, ref)
 }
 
-// Refusal is returned when a human may not decide an operation.
-type Refusal struct{ Reason string }
-
-func (r *Refusal) Error() string { return r.Reason }
-
 func (s *Service) decide(ctx context.Context, op *Operation, approverID, via, payloadHash string, approve bool, reason, nonceHash string) (DecideResult, error) {
-	if !op.HasApprover(approverID) {
-		if op.Route.ForbidSelfApproval && approverID == op.OnBehalfOf {
-			return DecideResult{}, &Refusal{Reason: "you cannot approve an operation an agent prepared on your behalf"}
-		}
-		return DecideResult{}, &Refusal{Reason: "you are not an approver of this operation"}
+	// Who may decide is checked here; the state (decided, expired, not
+	// pending, another payload) by the decide script, atomically, which
+	// answers it as an outcome the caller shows.
+	if err := mayAct(op, approverID); err != nil {
+		return DecideResult{}, err
 	}
 	if err := s.stepUp(ctx, op, approverID, via, payloadHash, approve); err != nil {
 		return DecideResult{}, err

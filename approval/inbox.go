@@ -37,7 +37,7 @@ func (s *Service) Inbox(ctx context.Context, approverID string) ([]*Operation, e
 	now := s.now()
 	out := []*Operation{}
 	for _, op := range ops {
-		if op.EffectiveStatus(now) == StatusPending && op.HasApprover(approverID) && !op.Decided(approverID) {
+		if MayDecide(op, approverID, op.PayloadHash, now) == nil {
 			out = append(out, op)
 		}
 	}
@@ -69,19 +69,15 @@ func (s *Service) OpenAs(ctx context.Context, key, approverID string) (*LinkView
 	if err != nil {
 		return nil, err
 	}
-	if !op.HasApprover(approverID) {
+	rule := MayDecide(op, approverID, op.PayloadHash, s.now())
+	if linkProblem(rule) == LinkUnknown {
 		return &LinkView{Problem: LinkUnknown}, nil
 	}
 	v := &LinkView{Op: op, Approver: s.approverOrID(approverID), Message: BuildMessage(op, s.policy, s.now()),
 		Claims: LinkClaims{Operation: op.Key, Approver: approverID, Channel: ViaInbox, Expires: op.ExpiresAt}}
-	switch {
-	case op.Decided(approverID):
-		v.Problem = LinkUsed
-	case op.EffectiveStatus(s.now()) == StatusExpired:
-		v.Problem = LinkExpired
-	case op.Status != StatusPending:
-		v.Problem = LinkFinished
-	default:
+	if rule != nil {
+		v.Problem = linkProblem(rule)
+	} else {
 		s.recheckView(ctx, v, op)
 	}
 	return v, nil

@@ -180,14 +180,14 @@ func (s *Service) approverOrID(id string) *Approver {
 }
 
 // stepUp demands and verifies the passkey assertion of a decision on a
-// step-up route. A decision the store will refuse anyway (not pending,
-// already decided, another payload) needs none: it changes nothing, and
-// the human sees why. Every refusal is audited on the operation.
+// step-up route. A decision MayDecide refuses (already decided, expired,
+// not pending, another payload) needs none: the store refuses it too, it
+// changes nothing, and the human sees why. Every refusal is audited on the operation.
 func (s *Service) stepUp(ctx context.Context, op *Operation, approverID, via, payloadHash string, approve bool) error {
 	if op.Route.StepUp == "" {
 		return nil
 	}
-	if op.Status != StatusPending || op.Decided(approverID) || payloadHash != op.PayloadHash {
+	if MayDecide(op, approverID, payloadHash, s.now()) != nil {
 		return nil
 	}
 	err := s.checkStepUp(ctx, op, approverID, approve)
@@ -200,7 +200,17 @@ func (s *Service) stepUp(ctx context.Context, op *Operation, approverID, via, pa
 	ev.Details = map[string]any{"decision": decisionWord(approve), "reason": se.Reason}
 	s.note(ctx, op, ev)
 	s.log.Warn("step-up refused", "operation", op.Key, "approver", approverID, "via", via, "code", se.Code)
-	return &Refusal{Reason: stepUpReason(se)}
+	return &Refusal{Code: stepUpRefusal(se), Reason: stepUpReason(se)}
+}
+
+func stepUpRefusal(se *StepUpError) RefusalCode {
+	switch se.Code {
+	case "missing":
+		return RefusedStepUp
+	case "no_passkey":
+		return RefusedNoPasskey
+	}
+	return RefusedPasskey
 }
 
 func (s *Service) checkStepUp(ctx context.Context, op *Operation, approverID string, approve bool) error {

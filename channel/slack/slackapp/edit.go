@@ -100,8 +100,8 @@ func (h *Handler) editSubmission(ctx context.Context, ic *slack.InteractionCallb
 		h.log.Info("slack: edit refused", "operation", st.Operation, "user", ic.User.ID, "why", why)
 		return modalNotice(why)
 	}
-	op, err := h.cfg.Service.Get(ctx, nil, st.Operation)
-	if why := h.precheck(op, err, a, st.PayloadHash); why != "" {
+	op, why := h.precheck(ctx, st.Operation, a, st.PayloadHash, approval.OnPage)
+	if why != "" {
 		return modalNotice(why)
 	}
 	fields := h.cfg.Service.EditableFields(op)

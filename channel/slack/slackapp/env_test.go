@@ -107,6 +107,8 @@ type opts struct {
 	socket bool
 	// logger receives the handler's log (discarded when nil).
 	logger *slog.Logger
+	// stepUp puts the route under step_up: passkey (no passkeys are set up).
+	stepUp bool
 }
 
 type env struct {
@@ -152,7 +154,7 @@ func newEnv(t testing.TB, o opts) *env {
 		},
 		Routes: []approval.RouteRule{{Name: "slack", Match: approval.Match{Action: "slack.*"},
 			ApproverIDs: []string{"grace", "ada", "sam"}, Required: o.required, Notify: o.notify,
-			ForbidSelfApproval: o.forbidSelf, AllowEdit: o.allowEdit},
+			ForbidSelfApproval: o.forbidSelf, AllowEdit: o.allowEdit, StepUp: stepUp(o.stepUp)},
 			{Name: "allowances", Match: approval.Match{Action: approval.GrantAction},
 				ApproverIDs: []string{"grace", "ada"}, Required: 1, Notify: o.notify}},
 	}
@@ -196,6 +198,13 @@ func newEnv(t testing.TB, o opts) *env {
 	}
 	t.Cleanup(func() { cancel(); wg.Wait(); e.handler.Close() })
 	return e
+}
+
+func stepUp(on bool) string {
+	if on {
+		return approval.StepUpPasskey
+	}
+	return ""
 }
 
 // prepareSend prepares a slack.post_message and sends it for approval.

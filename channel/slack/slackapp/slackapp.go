@@ -11,7 +11,9 @@
 // with the signing secret) or over Socket Mode (RunSocket, when the app has
 // an app-level token: Slack authenticates the socket itself). Both feed the
 // same handler, with the same replay dedupe and user → approver mapping;
-// the decision rules are internal/chatdecide's, shared with Teams.
+// whether a click may count is the domain's one rule (approval.MayDecide,
+// asked through Service.Eligibility and applied again by DecideAs), and
+// refused clicks are explained by channel/chatreply, shared with Teams.
 //
 // The handler acknowledges at once: it records the decision (a few Redis
 // round trips through approval.Service.DecideAs) and returns 200; the
@@ -39,7 +41,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/chatdecide"
+	"github.com/countersign/countersign/channel/chatreply"
 	"github.com/countersign/countersign/internal/httpbody"
 	"github.com/countersign/countersign/channel/slack/slackwire"
 	"github.com/gofiber/fiber/v2"
@@ -81,6 +83,9 @@ type Service interface {
 	DecideAs(ctx context.Context, key, approverID, via, payloadHash string, approve bool, reason string) (*approval.Operation, approval.DecideResult, error)
 	// Get reads an operation (nil principal: any).
 	Get(ctx context.Context, p *approval.Principal, key string) (*approval.Operation, error)
+	// Eligibility says whether an approver may decide now (the domain's
+	// one rule), before a modal opens or a link is minted.
+	Eligibility(ctx context.Context, key, approverID, payloadHash string, how approval.Means) (*approval.Operation, error)
 	// ReviewLink mints a personal approval link for an approver who may
 	// decide (a capability: never log it).
 	ReviewLink(ctx context.Context, key, approverID, via, payloadHash string) (string, error)
@@ -131,7 +136,7 @@ type Config struct {
 type Handler struct {
 	cfg   Config
 	log   *slog.Logger
-	rules chatdecide.Rules
+	rules chatreply.Replies // explains refused clicks
 	team  atomic.Pointer[team]
 	wg    sync.WaitGroup
 }
@@ -156,7 +161,7 @@ func New(cfg Config) (*Handler, error) {
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
-	h.rules = chatdecide.Rules{Date: slackDate, Escape: escape, Log: h.log, Channel: "slack"}
+	h.rules = chatreply.Replies{Date: slackDate, Escape: escape, Log: h.log, Channel: "slack"}
 	if cfg.TeamID != "" || cfg.EnterpriseID != "" {
 		h.SetTeam(cfg.TeamID, cfg.EnterpriseID)
 	}
@@ -269,7 +274,7 @@ func (h *Handler) interact(payload []byte, replayKey string) (any, error) {
 	return nil, nil
 }
 
-const unavailableText = chatdecide.Unavailable
+const unavailableText = chatreply.Unavailable
 
 // ack is an empty 200: Slack's acknowledgement (and, for a modal
 // submission, "close the modal").
@@ -303,7 +308,7 @@ func (h *Handler) approver(ic *slack.InteractionCallback) (*approval.Approver, s
 	}
 	a := h.cfg.Service.Policy().ApproverBySlack(ic.User.ID)
 	if a == nil {
-		return nil, chatdecide.NotAnApprover
+		return nil, chatreply.NotAnApprover
 	}
 	return a, ""
 }
@@ -322,7 +327,7 @@ func (h *Handler) blockActions(ctx context.Context, ic *slack.InteractionCallbac
 	channel, user := channelOf(ic), ic.User.ID
 	var v slackwire.ButtonValue
 	if err := json.Unmarshal([]byte(action.Value), &v); err != nil || v.Operation == "" || v.PayloadHash == "" {
-		h.refuse(channel, user, "", chatdecide.BadButton)
+		h.refuse(channel, user, "", chatreply.BadButton)
 		return
 	}
 	a, why := h.approver(ic)
@@ -332,13 +337,18 @@ func (h *Handler) blockActions(ctx context.Context, ic *slack.InteractionCallbac
 	}
 	// Reject, Review and Edit open a modal on the operation as it is now,
 	// once it is checked to still be the one the button showed.
-	if open := map[string]func(*approval.Operation, modalState){
+	// The reject modal decides in Slack; Review and Edit may lead to the
+	// approval page, where a step-up route's passkey is asked for.
+	if open, how := map[string]func(*approval.Operation, modalState){
 		ActionReject: func(op *approval.Operation, st modalState) { h.openRejectModal(ic.TriggerID, op, st) },
 		ActionReview: func(op *approval.Operation, st modalState) { h.review(ctx, ic, op, a, st) },
 		ActionEdit:   func(op *approval.Operation, st modalState) { h.edit(ctx, ic, op, a, st) },
-	}[action.ActionID]; open != nil {
-		op, err := h.cfg.Service.Get(ctx, nil, v.Operation)
-		if why := h.precheck(op, err, a, v.PayloadHash); why != "" {
+	}[action.ActionID], approval.OnPage; open != nil {
+		if action.ActionID == ActionReject {
+			how = approval.InChat
+		}
+		op, why := h.precheck(ctx, v.Operation, a, v.PayloadHash, how)
+		if why != "" {
 			h.refuse(channel, user, v.Operation, why)
 			return
 		}
@@ -363,7 +373,7 @@ func (h *Handler) blockActions(ctx context.Context, ic *slack.InteractionCallbac
 func (h *Handler) revoke(ctx context.Context, channel, user string, v slackwire.ButtonValue, a *approval.Approver) {
 	op, err := h.cfg.Service.Get(ctx, nil, v.Operation)
 	if err != nil || op.Action != approval.GrantAction || op.PayloadHash != v.PayloadHash {
-		h.refuse(channel, user, v.Operation, chatdecide.BadButton)
+		h.refuse(channel, user, v.Operation, chatreply.BadButton)
 		return
 	}
 	_, err = h.cfg.Service.RevokeAllowanceAs(ctx, v.Operation, a.ID)
@@ -383,11 +393,16 @@ func (h *Handler) revoke(ctx context.Context, channel, user string, v slackwire.
 	h.log.Info("slack: allowance revoked", "operation", v.Operation, "approver", a.ID)
 }
 
-// precheck says why an approver may not decide op now, without deciding
-// (the reject modal is opened only when a rejection could be recorded;
-// the submission is checked again when it is recorded).
-func (h *Handler) precheck(op *approval.Operation, err error, a *approval.Approver, hash string) string {
-	return h.rules.Precheck(op, err, a, hash, h.cfg.Service.Now())
+// precheck asks the domain whether approver a may decide operation key
+// now, without deciding, and returns the operation and why not ("" when
+// they may). The reject modal is opened only when a rejection could be
+// recorded; the submission is checked again when it is recorded.
+func (h *Handler) precheck(ctx context.Context, key string, a *approval.Approver, hash string, how approval.Means) (*approval.Operation, string) {
+	op, err := h.cfg.Service.Eligibility(ctx, key, a.ID, hash, how)
+	if err == nil {
+		return op, ""
+	}
+	return op, h.rules.Explain(op, approval.DecideResult{}, err, a)
 }
 
 // explain turns the result of a decision into the explanation the human

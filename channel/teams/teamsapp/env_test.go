@@ -53,6 +53,8 @@ func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.off += d; c.mu.Unlock() }
 type opts struct {
 	required int
 	notify   []string
+	// stepUp puts the route under step_up: passkey (no passkeys are set up).
+	stepUp bool
 }
 
 type env struct {
@@ -91,7 +93,8 @@ func newEnv(t testing.TB, o opts) *env {
 			{ID: "eve", Name: "Eve Moss", Email: "eve@example.com", TeamsUserID: eve.ID},
 		},
 		Routes: []approval.RouteRule{{Name: "email", Match: approval.Match{Action: "email.send"},
-			ApproverIDs: []string{"grace", "ada", "sam"}, Required: o.required, Notify: o.notify, ForbidSelfApproval: true}},
+			ApproverIDs: []string{"grace", "ada", "sam"}, Required: o.required, Notify: o.notify, ForbidSelfApproval: true,
+			StepUp: map[bool]string{true: approval.StepUpPasskey}[o.stepUp]}},
 	}
 	mcfg, err := mailer.ParseURL(e.smtp.URL())
 	if err != nil {

@@ -6,7 +6,9 @@
 // user (of the configured tenant) maps to an approver of that operation
 // (teams_user_id: their Teams id or Entra object id), that approver has
 // not decided before, and the button's payload hash is the operation's:
-// exactly Slack's rules (internal/chatdecide). The answer is a refreshed
+// exactly Slack's rules, because both ask the domain's one rule
+// (approval.MayDecide, through Service.Eligibility and DecideAs) and
+// explain a refusal alike (channel/chatreply). The answer is a refreshed
 // card that only the clicking user sees, saying what their click did or
 // why it did nothing; the card everyone sees is edited by the workers
 // (channel/teams) as the operation moves on.
@@ -28,7 +30,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/chatdecide"
+	"github.com/countersign/countersign/channel/chatreply"
 	"github.com/countersign/countersign/internal/httpbody"
 	"github.com/countersign/countersign/channel/teams/teamscard"
 	"github.com/gofiber/fiber/v2"
@@ -43,6 +45,9 @@ type Service interface {
 	DecideAs(ctx context.Context, key, approverID, via, payloadHash string, approve bool, reason string) (*approval.Operation, approval.DecideResult, error)
 	// Get reads an operation (nil principal: any).
 	Get(ctx context.Context, p *approval.Principal, key string) (*approval.Operation, error)
+	// Eligibility says whether an approver may decide now (the domain's
+	// one rule), before asking for a reason or minting a link.
+	Eligibility(ctx context.Context, key, approverID, payloadHash string, how approval.Means) (*approval.Operation, error)
 	// ReviewLink mints a personal approval link (a capability: never log it).
 	ReviewLink(ctx context.Context, key, approverID, via, payloadHash string) (string, error)
 	Policy() *approval.Policy
@@ -82,7 +87,7 @@ type Config struct {
 type Handler struct {
 	cfg   Config
 	log   *slog.Logger
-	rules chatdecide.Rules
+	rules chatreply.Replies
 }
 
 // New checks cfg and builds the handler.
@@ -100,7 +105,7 @@ func New(cfg Config) (*Handler, error) {
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
-	h.rules = chatdecide.Rules{Date: teamscard.Date, Log: h.log, Channel: "teams"}
+	h.rules = chatreply.Replies{Date: teamscard.Date, Log: h.log, Channel: "teams"}
 	return h, nil
 }
 
@@ -212,7 +217,7 @@ func (h *Handler) click(ctx context.Context, act *activity, replay string) teams
 	first, err := h.cfg.Replays.Once(ctx, replay, replayTTL)
 	if err != nil {
 		h.log.Error("teams: replay check failed", "err", err)
-		return h.answer(ctx, d.Operation, nil, refusal(chatdecide.Unavailable), nil)
+		return h.answer(ctx, d.Operation, nil, refusal(chatreply.Unavailable), nil)
 	}
 	ap, why := h.approver(act)
 	if !first {
@@ -221,7 +226,7 @@ func (h *Handler) click(ctx context.Context, act *activity, replay string) teams
 	}
 	if d.Operation == "" || d.PayloadHash == "" || a.Type != "Action.Execute" {
 		h.log.Info("teams: click refused", "user", act.From.ID, "why", "not a countersign button")
-		return h.answer(ctx, "", nil, refusal(chatdecide.BadButton), nil)
+		return h.answer(ctx, "", nil, refusal(chatreply.BadButton), nil)
 	}
 	if ap == nil {
 		return h.refuse(ctx, act, d.Operation, nil, why, nil)
@@ -241,8 +246,8 @@ func (h *Handler) click(ctx context.Context, act *activity, replay string) teams
 	case teamscard.VerbReject:
 		reason := strings.TrimSpace(d.Reason)
 		if reason == "" {
-			op, err := h.cfg.Service.Get(ctx, nil, d.Operation)
-			if why := h.rules.Precheck(op, err, ap, d.PayloadHash, h.cfg.Service.Now()); why != "" {
+			op, why := h.precheck(ctx, d.Operation, ap, d.PayloadHash, approval.InChat)
+			if why != "" {
 				return h.refuse(ctx, act, d.Operation, op, why, ap)
 			}
 			return h.answer(ctx, d.Operation, op, refusal("Please say why you reject it, so the requester can act on it. Nothing was recorded."), ap)
@@ -256,7 +261,7 @@ func (h *Handler) click(ctx context.Context, act *activity, replay string) teams
 	case teamscard.VerbReview:
 		return h.review(ctx, act, ap, d)
 	}
-	return h.refuse(ctx, act, d.Operation, nil, chatdecide.BadButton, ap)
+	return h.refuse(ctx, act, d.Operation, nil, chatreply.BadButton, ap)
 }
 
 // data reads an action's data; anything but strings reads as empty.
@@ -278,7 +283,7 @@ func (h *Handler) approver(act *activity) (*approval.Approver, string) {
 	}
 	a := h.cfg.Service.Policy().ApproverByTeams(act.From.AADObjectID, act.From.ID)
 	if a == nil {
-		return nil, chatdecide.NotAnApprover
+		return nil, chatreply.NotAnApprover
 	}
 	return a, ""
 }
@@ -286,8 +291,8 @@ func (h *Handler) approver(act *activity) (*approval.Approver, string) {
 // review answers a Review click of an approver: a personal approval
 // link, in the card only they see.
 func (h *Handler) review(ctx context.Context, act *activity, a *approval.Approver, d teamscard.Data) teamscard.InvokeResponse {
-	op, err := h.cfg.Service.Get(ctx, nil, d.Operation)
-	if why := h.rules.Precheck(op, err, a, d.PayloadHash, h.cfg.Service.Now()); why != "" {
+	op, why := h.precheck(ctx, d.Operation, a, d.PayloadHash, approval.OnPage)
+	if why != "" {
 		return h.refuse(ctx, act, d.Operation, op, why, a)
 	}
 	link, err := h.cfg.Service.ReviewLink(ctx, op.Key, a.ID, Via, d.PayloadHash)
@@ -298,6 +303,17 @@ func (h *Handler) review(ctx context.Context, act *activity, a *approval.Approve
 	return h.answer(ctx, d.Operation, op, &teamscard.Note{Style: "attention", Link: link, LinkTitle: "Open your approval page",
 		Text: "This request is too long for Teams, so it is not approved here. Your personal approval page shows all of it " +
 			"(only you see this; the link decides in your name, so do not forward it; opening it decides nothing)."}, a)
+}
+
+// precheck asks the domain whether approver a may decide operation key
+// now, without deciding, and returns the operation and why not ("" when
+// they may).
+func (h *Handler) precheck(ctx context.Context, key string, a *approval.Approver, hash string, how approval.Means) (*approval.Operation, string) {
+	op, err := h.cfg.Service.Eligibility(ctx, key, a.ID, hash, how)
+	if err == nil {
+		return op, ""
+	}
+	return op, h.rules.Explain(op, approval.DecideResult{}, err, a)
 }
 
 // refuse logs a refused click and answers with the reason (and the

@@ -1,4 +1,4 @@
-package chatdecide_test
+package chatreply_test
 
 import (
 	"errors"
@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/chatdecide"
+	"github.com/countersign/countersign/channel/chatreply"
 )
 
-// The rules every chat channel applies, and what a refused click is told.
-func TestPrecheckAndExplain(t *testing.T) {
+// What a click the domain's rule refuses is told, in every chat channel.
+func TestExplainRefusals(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	r := chatdecide.Rules{Date: func(t time.Time) string { return t.Format("15:04") }, Escape: strings.ToUpper}
+	r := chatreply.Replies{Date: func(t time.Time) string { return t.Format("15:04") }, Escape: strings.ToUpper}
 	grace, sam, eve := &approval.Approver{ID: "grace"}, &approval.Approver{ID: "sam"}, &approval.Approver{ID: "eve"}
 	pending := func() *approval.Operation {
 		return &approval.Operation{Key: "op_aaaaaaaaaaaaaaaaaaaaaaaaaa", Status: approval.StatusPending, PayloadHash: "sha256:1",
@@ -47,16 +47,28 @@ func TestPrecheckAndExplain(t *testing.T) {
 		{"hash", pending(), grace, "sha256:2", "its payload hash differs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := r.Precheck(tc.op, nil, tc.a, tc.hash, now)
-			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			err := approval.MayDecide(tc.op, tc.a.ID, tc.hash, now)
+			if (err == nil) != (tc.want == "") {
+				t.Fatalf("MayDecide: %v, want a refusal: %v", err, tc.want != "")
+			}
+			got := r.Explain(tc.op, approval.DecideResult{}, err, tc.a)
+			if err == nil {
+				return
+			}
+			if !strings.Contains(got, tc.want) {
 				t.Fatalf("got %q, want %q", got, tc.want)
 			}
 		})
 	}
+	// A step-up refusal is shown as the domain words it.
+	su := &approval.Refusal{Code: approval.RefusedStepUp, Reason: "this operation needs your passkey: open its approval page"}
+	if got := r.Explain(pending(), approval.DecideResult{}, su, grace); got != "This operation needs your passkey: open its approval page. Nothing was recorded." {
+		t.Errorf("step-up: %q", got)
+	}
 	if got := r.Explain(nil, approval.DecideResult{}, approval.Errorf(approval.CodeNotFound, "gone"), grace); !strings.Contains(got, "no longer exists") {
 		t.Errorf("not found: %q", got)
 	}
-	if got := r.Explain(nil, approval.DecideResult{}, errors.New("redis: connection refused"), grace); got != chatdecide.Unavailable {
+	if got := r.Explain(nil, approval.DecideResult{}, errors.New("redis: connection refused"), grace); got != chatreply.Unavailable {
 		t.Errorf("store down: %q", got)
 	}
 	for _, o := range []approval.DecideOutcome{approval.DecideRecorded, approval.DecideApproved, approval.DecideRejected} {

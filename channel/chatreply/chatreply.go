@@ -1,10 +1,10 @@
-// Package chatdecide holds the decision rules of the chat channels (Slack,
-// Microsoft Teams), where the channel authenticates the clicking human and
-// countersign maps them to an approver: who may decide what, and the
-// explanation a refused click gets. One definition, so that a click counts
-// under exactly the same rules wherever it comes from; each channel only
-// formats dates and escapes its own markup.
-package chatdecide
+// Package chatreply is what the chat channels (Slack, Microsoft Teams)
+// tell a human whose click did not count, in one wording: each channel
+// only formats dates and escapes its own markup. Whether the click may
+// count is not decided here: that is the domain's one rule
+// (approval.MayDecide, through approval.Service.Eligibility before a
+// modal or a link, and the decision itself through DecideAs).
+package chatreply
 
 import (
 	"errors"
@@ -23,8 +23,8 @@ const (
 	BadButton     = "This button is not a valid countersign button. Nothing was recorded."
 )
 
-// Rules explains decisions in one channel's markup.
-type Rules struct {
+// Replies explains refused clicks in one channel's markup.
+type Replies struct {
 	// Date formats a time for the channel (Slack date tokens, plain UTC).
 	Date func(time.Time) string
 	// Escape makes approver-chosen text safe in the channel's markup.
@@ -34,42 +34,21 @@ type Rules struct {
 	Channel string
 }
 
-func (r Rules) esc(s string) string {
+func (r Replies) esc(s string) string {
 	if r.Escape == nil {
 		return s
 	}
 	return r.Escape(s)
 }
 
-// Precheck says why approver a may not decide op now, without deciding
-// ("" when they may). Reject (which asks for a reason first) and Review
-// (which opens the whole operation) call it; the decision itself is
-// checked again when it is recorded.
-func (r Rules) Precheck(op *approval.Operation, err error, a *approval.Approver, hash string, now time.Time) string {
-	if err != nil {
-		return r.Explain(op, approval.DecideResult{}, err, a)
+// Explain turns the answer of the domain (approval.Service.Eligibility,
+// ReviewLink, DecideAs) into the explanation the human sees, or "" when
+// the decision counted. A refusal of the eligibility rule reads like the
+// decide script's outcome of the same kind.
+func (r Replies) Explain(op *approval.Operation, res approval.DecideResult, err error, a *approval.Approver) string {
+	if o, ok := outcomeOf[approval.RefusalOf(err)]; ok {
+		res, err = approval.DecideResult{Outcome: o}, nil
 	}
-	switch {
-	case !op.HasApprover(a.ID):
-		if op.Route.ForbidSelfApproval && op.OnBehalfOf == a.ID {
-			return r.Explain(op, approval.DecideResult{}, &approval.Refusal{Reason: "you cannot approve an operation an agent prepared on your behalf"}, a)
-		}
-		return r.Explain(op, approval.DecideResult{}, &approval.Refusal{Reason: "you are not an approver of this operation"}, a)
-	case op.Decided(a.ID):
-		return r.Explain(op, approval.DecideResult{Outcome: approval.DecideAlreadyDecided}, nil, a)
-	case op.EffectiveStatus(now) == approval.StatusExpired:
-		return r.Explain(op, approval.DecideResult{Outcome: approval.DecideExpired}, nil, a)
-	case op.Status != approval.StatusPending:
-		return r.Explain(op, approval.DecideResult{Outcome: approval.DecideNotPending, Status: op.Status}, nil, a)
-	case op.PayloadHash != hash:
-		return r.Explain(op, approval.DecideResult{Outcome: approval.DecideHashMismatch}, nil, a)
-	}
-	return ""
-}
-
-// Explain turns the result of a decision (approval.Service.DecideAs) into
-// the explanation the human sees, or "" when the decision counted.
-func (r Rules) Explain(op *approval.Operation, res approval.DecideResult, err error, a *approval.Approver) string {
 	var ref *approval.Refusal
 	switch {
 	case errors.As(err, &ref):
@@ -115,6 +94,15 @@ func (r Rules) Explain(op *approval.Operation, res approval.DecideResult, err er
 		return "This button does not match the operation: its payload hash differs from the one approved here. Nothing was recorded."
 	}
 	return "countersign did not record this (" + r.esc(string(res.Outcome)) + ")."
+}
+
+// outcomeOf is the decide script's outcome for the refusals of the
+// eligibility rule that the script gives too.
+var outcomeOf = map[approval.RefusalCode]approval.DecideOutcome{
+	approval.RefusedDecided:      approval.DecideAlreadyDecided,
+	approval.RefusedExpired:      approval.DecideExpired,
+	approval.RefusedNotPending:   approval.DecideNotPending,
+	approval.RefusedHashMismatch: approval.DecideHashMismatch,
 }
 
 // DecisionOf is approver's decision of op, or nil.

@@ -95,10 +95,9 @@ func linkProblem(err error) LinkProblem {
 
 // loadLink reads the operation of a link (recording its expiry if the
 // window passed) and the link's record, nil when none is stored: in one
-// read with a LinkStore.
+// read.
 func (s *Service) loadLink(ctx context.Context, claims LinkClaims) (*Operation, *Capability, error) {
-	ls, ok := LinkStore(s.store), true
-	if !ok || !ValidOperationKey(claims.Operation) {
+	if !ValidOperationKey(claims.Operation) {
 		op, err := s.load(ctx, Ref{Key: claims.Operation})
 		if err != nil {
 			return nil, nil, err
@@ -106,7 +105,7 @@ func (s *Service) loadLink(ctx context.Context, claims LinkClaims) (*Operation, 
 		c, err := s.store.Capability(ctx, op.Ref(), claims.NonceHash())
 		return op, c, err
 	}
-	op, c, err := ls.GetLink(ctx, Ref{Key: claims.Operation}, claims.NonceHash())
+	op, c, err := s.store.GetLink(ctx, Ref{Key: claims.Operation}, claims.NonceHash())
 	if err != nil {
 		return nil, nil, err
 	}

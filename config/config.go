@@ -55,10 +55,9 @@ func Parse(raw []byte) (*File, error) {
 }
 
 var (
-	idPattern    = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
-	hexPattern   = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	envRef       = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-	knownActions = []string{"email.send", "slack.post_message", "slack.delete_message", "http.request", "allowance.grant"}
+	idPattern  = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+	hexPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	envRef     = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 )
 
 // ValidID reports whether s is a valid id of principals, operators,

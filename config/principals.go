@@ -69,7 +69,7 @@ func (f *File) validatePrincipals(bad func(string, ...any), approvers map[string
 			if s != "*" && !slices.Contains(knownActions, base) {
 				bad("principals[%d] %s: unknown scope %q (actions: %s)", i, p.ID, s, strings.Join(knownActions, ", "))
 			}
-			if target != "" && base == "http.request" && !f.hasTarget(target) {
+			if target != "" && onTargets(base) && !f.hasTarget(target) {
 				bad("principals[%d] %s: scope %q names no configured target", i, p.ID, s)
 			}
 		}

@@ -168,8 +168,8 @@ func (f *File) validateRoutes(bad func(string, ...any), refs routeRefs) {
 		if r.Match.Target != "" && !f.hasTarget(r.Match.Target) {
 			bad("%s: match.target %q is not a target", name, r.Match.Target)
 		}
-		if r.Match.Target != "" && r.Match.Action != "" && r.Match.Action != "http.request" {
-			bad("%s: match.target applies to http.request, not %s", name, r.Match.Action)
+		if r.Match.Target != "" && r.Match.Action != "" && !onTargets(r.Match.Action) {
+			bad("%s: match.target applies to %s, not %s", name, strings.Join(targetActions, ", "), r.Match.Action)
 		}
 		for j, c := range r.Match.When {
 			if _, err := c.Condition(); err != nil {

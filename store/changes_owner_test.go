@@ -14,7 +14,10 @@ import (
 
 // hubGoroutines counts the goroutines of change hubs: the readers of the
 // subscriptions and the one that declares them ready.
-func hubGoroutines() int {
+func hubGoroutines() int { return goroutinesIn("store.(*hub).start.func") }
+
+// goroutinesIn counts the goroutines whose stack has fn in it.
+func goroutinesIn(fn string) int {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
@@ -26,7 +29,7 @@ func hubGoroutines() int {
 	}
 	count := 0
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "store.(*hub).start.func") {
+		if strings.Contains(g, fn) {
 			count++
 		}
 	}
@@ -60,5 +63,23 @@ func TestChangeHubSubscribersStopOnClose(t *testing.T) {
 	}
 	if n := hubGoroutines(); n != before {
 		t.Fatalf("a watch after Close started %d hub goroutines", n-before)
+	}
+}
+
+// RealTimeTTL's stop returns once its goroutine has: Embedded closes the
+// miniredis right after.
+func TestRealTimeTTLStopWaits(t *testing.T) {
+	before := goroutinesIn("store.RealTimeTTL.func")
+	_, rdb, stop, err := store.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	if n := goroutinesIn("store.RealTimeTTL.func"); n != before+1 {
+		t.Fatalf("%d fast-forwarders running, want %d", n, before+1)
+	}
+	stop()
+	if n := goroutinesIn("store.RealTimeTTL.func"); n != before {
+		t.Fatalf("%d fast-forwarders after stop, want %d", n, before)
 	}
 }

@@ -119,7 +119,9 @@ type authTester interface {
 }
 
 // teamSetter is told the workspace (slackapp.Handler).
-type teamSetter interface{ SetTeam(teamID, enterpriseID string) }
+type teamSetter interface {
+	SetTeam(teamID, enterpriseID string)
+}
 
 // learnWorkspace asks Slack which workspace the token belongs to, so that
 // only that workspace's users' clicks count. It checks the token at start

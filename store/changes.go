@@ -21,11 +21,15 @@ type hub struct {
 	rdb redis.UniversalClient
 	log *slog.Logger
 
-	mu      sync.Mutex
+	mu      sync.Mutex // guards waiters and ready
 	waiters map[string]map[chan struct{}]struct{}
-	subs    []*redis.PubSub
 	ready   chan struct{}
-	closed  bool
+
+	// subsMu guards subs and closed; taken inside mu, or alone by close,
+	// which must not wait for mu (a reader holds it to signal).
+	subsMu sync.Mutex
+	subs   []*redis.PubSub
+	closed bool
 
 	// The hub owns the goroutines that read the subscriptions: ctx ends
 	// and close waits for them (wg).
@@ -49,11 +53,16 @@ func (r *Redis) Changes(ctx context.Context, key string) (<-chan struct{}, func(
 func (h *hub) watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	ch := make(chan struct{}, 1)
 	h.mu.Lock()
-	if h.closed {
+	h.subsMu.Lock()
+	closed := h.closed
+	if !closed {
+		h.start()
+	}
+	h.subsMu.Unlock()
+	if closed {
 		h.mu.Unlock()
 		return nil, nil, unavailable("subscribe to changes", redis.ErrClosed)
 	}
-	h.start()
 	ready := h.ready
 	if h.waiters[key] == nil {
 		h.waiters[key] = map[chan struct{}]struct{}{}
@@ -77,7 +86,7 @@ func (h *hub) watch(ctx context.Context, key string) (<-chan struct{}, func(), e
 	}
 }
 
-// start subscribes once, unless closed; called with mu held.
+// start subscribes once; called with mu and subsMu held, unless closed.
 func (h *hub) start() {
 	if h.subs != nil {
 		return
@@ -134,10 +143,10 @@ func (h *hub) signal(key string) {
 // close ends the subscriptions and returns once their goroutines have.
 // Later watches are refused (unavailable).
 func (h *hub) close() error {
-	h.mu.Lock()
+	h.subsMu.Lock()
 	subs := h.subs
 	h.subs, h.closed = nil, true
-	h.mu.Unlock()
+	h.subsMu.Unlock()
 	h.cancel()
 	var first error
 	for _, ps := range subs {

@@ -2,8 +2,6 @@ package store_test
 
 import (
 	"context"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,27 +12,7 @@ import (
 
 // hubGoroutines counts the goroutines of change hubs: the readers of the
 // subscriptions and the one that declares them ready.
-func hubGoroutines() int { return goroutinesIn("store.(*hub).start.func") }
-
-// goroutinesIn counts the goroutines whose stack has fn in it.
-func goroutinesIn(fn string) int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	count := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, fn) {
-			count++
-		}
-	}
-	return count
-}
+func hubGoroutines() int { return store.GoroutinesIn("store.(*hub).start.func") }
 
 // The change hub owns its subscribers: Close returns only once they have
 // returned, and a watch after Close is refused rather than subscribing
@@ -69,17 +47,17 @@ func TestChangeHubSubscribersStopOnClose(t *testing.T) {
 // RealTimeTTL's stop returns once its goroutine has: Embedded closes the
 // miniredis right after.
 func TestRealTimeTTLStopWaits(t *testing.T) {
-	before := goroutinesIn("store.RealTimeTTL.func")
+	before := store.GoroutinesIn("store.RealTimeTTL.func")
 	_, rdb, stop, err := store.Embedded()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
-	if n := goroutinesIn("store.RealTimeTTL.func"); n != before+1 {
+	if n := store.GoroutinesIn("store.RealTimeTTL.func"); n != before+1 {
 		t.Fatalf("%d fast-forwarders running, want %d", n, before+1)
 	}
 	stop()
-	if n := goroutinesIn("store.RealTimeTTL.func"); n != before {
+	if n := store.GoroutinesIn("store.RealTimeTTL.func"); n != before {
 		t.Fatalf("%d fast-forwarders after stop, want %d", n, before)
 	}
 }

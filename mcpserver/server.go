@@ -14,10 +14,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/countersign/countersign/approval/jsonx"
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/countersign/countersign/action/registry"
+	"github.com/countersign/countersign/approval/jsonx"
 
 	"github.com/countersign/countersign/approval"
 	"github.com/google/jsonschema-go/jsonschema"
@@ -97,14 +99,16 @@ func unavailableTools(actions []string) []string {
 		return nil
 	}
 	var out []string
-	for tool, action := range map[string]string{ToolPrepareEmail: ActionEmailSend,
-		ToolPrepareSlackMessage: ActionSlackPostMessage, ToolPrepareHTTPRequest: ActionHTTPRequest} {
-		if !slices.Contains(actions, action) {
-			out = append(out, tool)
+	undo := false
+	for _, d := range registry.All {
+		here := slices.Contains(actions, d.Name)
+		if d.Tool != nil && !here {
+			out = append(out, d.Tool.Name)
 		}
+		undo = undo || (here && d.Undo)
 	}
-	if !slices.Contains(actions, ActionSlackPostMessage) && !slices.Contains(actions, ActionHTTPRequest) {
-		out = append(out, ToolPrepareUndo) // an email cannot be undone
+	if !undo {
+		out = append(out, ToolPrepareUndo) // e.g. an email cannot be undone
 	}
 	slices.Sort(out)
 	return out

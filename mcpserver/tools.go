@@ -8,6 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/action/email"
+	"github.com/countersign/countersign/action/httpreq"
+	"github.com/countersign/countersign/action/slackpost"
 	"github.com/countersign/countersign/approval"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -15,10 +18,11 @@ import (
 
 // Tool names of SPEC §6. They are the whole tool surface: none of them
 // approves, rejects or decides anything (tools_test.go pins this list).
+// The prepare tools of actions are named by the actions (action.Descriptor).
 const (
-	ToolPrepareEmail        = "prepare_email"
-	ToolPrepareSlackMessage = "prepare_slack_message"
-	ToolPrepareHTTPRequest  = "prepare_http_request"
+	ToolPrepareEmail        = email.ToolName
+	ToolPrepareSlackMessage = slackpost.ToolName
+	ToolPrepareHTTPRequest  = httpreq.ToolName
 	ToolPrepareUndo         = "prepare_undo"
 	ToolSendOperation       = "send_operation"
 	ToolGetOperationStatus  = "get_operation_status"
@@ -27,17 +31,17 @@ const (
 	ToolRequestAllowance    = "request_allowance"
 )
 
-// ToolNames lists every tool, in the order tools/list shows them.
-var ToolNames = []string{
-	ToolPrepareEmail, ToolPrepareSlackMessage, ToolPrepareHTTPRequest, ToolPrepareUndo,
-	ToolSendOperation, ToolGetOperationStatus, ToolCancelOperation, ToolListOperations, ToolRequestAllowance,
-}
+// ToolNames lists every tool, in the order tools/list shows them: the
+// prepare tools of the registered actions (action/registry), then the
+// service's own.
+var ToolNames = append(prepareToolNames(), ToolPrepareUndo,
+	ToolSendOperation, ToolGetOperationStatus, ToolCancelOperation, ToolListOperations, ToolRequestAllowance)
 
 // Actions behind the prepare tools.
 const (
-	ActionEmailSend        = "email.send"
-	ActionSlackPostMessage = "slack.post_message"
-	ActionHTTPRequest      = "http.request"
+	ActionEmailSend        = email.Name
+	ActionSlackPostMessage = slackpost.Name
+	ActionHTTPRequest      = httpreq.Name
 )
 
 // MaxWaitSeconds is the longest long-poll of get_operation_status.
@@ -54,16 +58,18 @@ Statuses: draft → pending_approval → approved → executing → succeeded | 
 
 Keep each operation_key. Read next_step in every result. Use idempotency_key when you may retry a prepare. If an operation is rejected, read approval.rejection.reason and do not send it again; prepare a changed one if the user wants. To change anything, prepare a new operation and cancel_operation the old one. list_operations shows your operations.`
 
-// instructions are Instructions naming only the prepare tools listed.
+// instructions are Instructions naming only the prepare tools listed, of
+// every registered action (action/registry).
 func instructions(unavailable []string) string {
+	all := prepareToolNames()
 	var tools []string
-	for _, t := range []string{ToolPrepareEmail, ToolPrepareSlackMessage, ToolPrepareHTTPRequest} {
+	for _, t := range all {
 		if !slices.Contains(unavailable, t) {
 			tools = append(tools, t)
 		}
 	}
 	out := strings.Replace(Instructions, "prepare_email / prepare_slack_message / prepare_http_request", strings.Join(tools, " / "), 1)
-	if len(tools) < 3 {
+	if len(tools) < len(all) {
 		out += " This service offers " + strings.Join(tools, ", ") + " only: the other actions are not configured here."
 	}
 	return out
@@ -76,43 +82,6 @@ const followUp = "Follow it with get_operation_status, passing wait_seconds (up 
 const prepareTail = "It does not send anything and does not notify anyone: call send_operation with the returned operation_key to ask a human to approve it. " +
 	noCapability + "Once approved, countersign executes exactly this stored action, once. " + followUp +
 	" A draft that is not sent expires (expires_at). Pass idempotency_key to make retries safe: the same key with the same arguments returns the same operation instead of a second one."
-
-// attachmentArg is one file of prepare_email.
-type attachmentArg struct {
-	Name          string `json:"name" jsonschema:"file name the recipient sees, e.g. invoice-2026-12.pdf (without any of \" / \\ : < > ? |)"`
-	ContentType   string `json:"content_type" jsonschema:"media type of the file, e.g. application/pdf"`
-	ContentBase64 string `json:"content_base64" jsonschema:"the file's bytes in standard base64 (RFC 4648, with padding)"`
-}
-
-type emailArgs struct {
-	To      []string `json:"to" jsonschema:"recipient email addresses"`
-	Cc      []string `json:"cc,omitempty" jsonschema:"carbon-copy addresses"`
-	Bcc     []string `json:"bcc,omitempty" jsonschema:"blind-carbon-copy addresses"`
-	Subject string   `json:"subject" jsonschema:"subject line"`
-	Text    string   `json:"text" jsonschema:"plain-text body, sent exactly as given"`
-	HTML    string   `json:"html,omitempty" jsonschema:"optional HTML body, sent as an alternative to text"`
-	ReplyTo string   `json:"reply_to,omitempty" jsonschema:"optional Reply-To address"`
-	// Attachments go to the action as given, which refuses unknown fields.
-	Attachments    json.RawMessage `json:"attachments,omitempty" jsonschema:"optional files to attach (by default at most 5, 5 MiB together, within the request size limit); the approver sees each one's name, type, size and SHA-256"`
-	IdempotencyKey string          `json:"idempotency_key,omitempty" jsonschema:"optional key (1-128 printable ASCII characters, no spaces) that makes retrying this prepare safe"`
-}
-
-type slackArgs struct {
-	Channel        string `json:"channel" jsonschema:"Slack channel: a name such as #general or an id such as C0123456789"`
-	Text           string `json:"text" jsonschema:"message text (Slack mrkdwn), posted exactly as given"`
-	ThreadTS       string `json:"thread_ts,omitempty" jsonschema:"optional ts of a message to reply to in its thread"`
-	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"optional key (1-128 printable ASCII characters, no spaces) that makes retrying this prepare safe"`
-}
-
-type httpArgs struct {
-	Target         string          `json:"target" jsonschema:"name of an HTTP target configured on the countersign service (credentials stay on the service)"`
-	Method         string          `json:"method,omitempty" jsonschema:"HTTP method, e.g. PATCH, PUT, POST or DELETE; the target's allow list decides. Required unless items is given"`
-	Path           string          `json:"path,omitempty" jsonschema:"path under the target's base URL, e.g. /events/42. Required unless items is given"`
-	Query          json.RawMessage `json:"query,omitempty" jsonschema:"optional query parameters: an object of name to a string or a list of strings"`
-	Body           json.RawMessage `json:"body,omitempty" jsonschema:"optional JSON request body"`
-	Items          json.RawMessage `json:"items,omitempty" jsonschema:"bulk: instead of method, path, query and body, a list of 1 to 100 requests to the one target, each {method, path, query?, body?}; they are approved together, with one preview and one decision, and written in order"`
-	IdempotencyKey string          `json:"idempotency_key,omitempty" jsonschema:"optional key (1-128 printable ASCII characters, no spaces) that makes retrying this prepare safe"`
-}
 
 type allowanceArgs struct {
 	Action         string          `json:"action" jsonschema:"the action the allowance approves without asking, e.g. email.send"`
@@ -152,97 +121,7 @@ func prepareAnnotations(title string) *mcp.ToolAnnotations {
 }
 
 func (s *server) addTools() {
-	add(s, &mcp.Tool{
-		Name: ToolPrepareEmail, Title: "Prepare an email for approval",
-		Description: "Prepare an email for a human to approve, and see exactly what would be sent. It stores a draft with the normalized message and returns its operation_key and preview. " + prepareTail,
-		Annotations: prepareAnnotations("Prepare an email for approval"),
-	}, func(p map[string]*jsonschema.Schema) {
-		p["attachments"] = &jsonschema.Schema{Type: "array", Description: p["attachments"].Description,
-			Items: mustSchema[attachmentArg](nil)}
-	}, func(ctx context.Context, b Backend, in emailArgs) (result, error) {
-		input := map[string]any{"to": in.To, "cc": orEmpty(in.Cc), "bcc": orEmpty(in.Bcc), "subject": in.Subject, "text": in.Text}
-		if in.HTML != "" {
-			input["html"] = in.HTML
-		}
-		if in.ReplyTo != "" {
-			input["reply_to"] = in.ReplyTo
-		}
-		if a := bytes.TrimSpace(in.Attachments); len(a) > 0 && string(a) != "null" {
-			input["attachments"] = json.RawMessage(a)
-		}
-		return prepare(ctx, b, ActionEmailSend, input, in.IdempotencyKey)
-	})
-
-	add(s, &mcp.Tool{
-		Name: ToolPrepareSlackMessage, Title: "Prepare a Slack message for approval",
-		Description: "Prepare a Slack message for a human to approve, and see exactly what would be posted. It stores a draft and returns its operation_key and preview. " + prepareTail,
-		Annotations: prepareAnnotations("Prepare a Slack message for approval"),
-	}, nil, func(ctx context.Context, b Backend, in slackArgs) (result, error) {
-		input := map[string]any{"channel": in.Channel, "text": in.Text}
-		if in.ThreadTS != "" {
-			input["thread_ts"] = in.ThreadTS
-		}
-		return prepare(ctx, b, ActionSlackPostMessage, input, in.IdempotencyKey)
-	})
-
-	add(s, &mcp.Tool{
-		Name: ToolPrepareHTTPRequest, Title: "Prepare an HTTP request for approval",
-		Description: "Prepare a write to a configured HTTP API (a target such as a calendar or store) for a human to approve. " +
-			"countersign checks the target's allow list, reads the current state of what the request changes, and shows the field-level diff in the preview; the human approves that exact request. " +
-			"It stores a draft and returns its operation_key; it writes nothing. If the remote state changes before execution, the operation fails with stale_state and nothing is written. " +
-			"Bulk: pass items (at most 100 requests, all to the one target) instead of method, path, query and body to have a whole batch (e.g. rescheduling twenty events) approved as one operation with one preview: a summary line and a diff per item. " +
-			"Before the first write every item is read again, and if any changed, nothing is written; then the items are written in order, each with its own Idempotency-Key (operation_key:N, N from 1), and the first failure stops the rest. " +
-			"result.items says what happened to each; if a later item fails, the operation is failed with error.details.partial true and the counts, and prepare_undo takes back the written items. " + prepareTail,
-		Annotations: prepareAnnotations("Prepare an HTTP request for approval"),
-	}, func(p map[string]*jsonschema.Schema) {
-		p["method"].Enum = []any{"POST", "PUT", "PATCH", "DELETE"}
-		p["query"] = &jsonschema.Schema{Type: "object", Description: p["query"].Description,
-			AdditionalProperties: &jsonschema.Schema{AnyOf: []*jsonschema.Schema{
-				{Type: "string"}, {Type: "array", Items: &jsonschema.Schema{Type: "string"}}}}}
-		p["body"] = anyJSON(p["body"].Description + " (any JSON value; usually an object)")
-		p["items"] = &jsonschema.Schema{Type: "array", Description: p["items"].Description, MinItems: ptr(1), MaxItems: ptr(MaxBulkItems),
-			Items: &jsonschema.Schema{Type: "object", Required: []string{"method", "path"}, AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}},
-				Properties: map[string]*jsonschema.Schema{
-					"method": {Type: "string", Enum: []any{"POST", "PUT", "PATCH", "DELETE"}},
-					"path":   {Type: "string", Description: p["path"].Description},
-					"query":  p["query"],
-					"body":   anyJSON("the item's JSON body (any JSON value; usually an object)"),
-				}}}
-	}, func(ctx context.Context, b Backend, in httpArgs) (result, error) {
-		input := map[string]any{"target": in.Target}
-		// Pass what was given, so that the action refuses items mixed with
-		// single-request fields rather than one silently winning.
-		if in.Method != "" {
-			input["method"] = in.Method
-		}
-		if in.Path != "" {
-			input["path"] = in.Path
-		}
-		if items := bytes.TrimSpace(in.Items); len(items) > 0 && string(items) != "null" {
-			input["items"] = json.RawMessage(items)
-		} else {
-			var fe approval.FieldErrors
-			if in.Method == "" {
-				fe.Add("method", "required (unless items is given)")
-			}
-			if in.Path == "" {
-				fe.Add("path", "required (unless items is given)")
-			}
-			if err := fe.Err(); err != nil {
-				return result{}, err
-			}
-		}
-		if q := bytes.TrimSpace(in.Query); len(q) > 0 && string(q) != "null" {
-			if q[0] != '{' {
-				return result{}, approval.FieldErrors{{Field: "query", Reason: "must be an object"}}.Err()
-			}
-			input["query"] = json.RawMessage(q)
-		}
-		if body := bytes.TrimSpace(in.Body); len(body) > 0 && string(body) != "null" {
-			input["body"] = json.RawMessage(body)
-		}
-		return prepare(ctx, b, ActionHTTPRequest, input, in.IdempotencyKey)
-	})
+	s.addPrepareTools()
 
 	add(s, &mcp.Tool{
 		Name: ToolRequestAllowance, Title: "Ask a human for a standing allowance",

@@ -21,14 +21,26 @@ type hub struct {
 	rdb redis.UniversalClient
 	log *slog.Logger
 
-	mu      sync.Mutex
+	mu      sync.Mutex // guards waiters and ready
 	waiters map[string]map[chan struct{}]struct{}
-	subs    []*redis.PubSub
 	ready   chan struct{}
+
+	// subsMu guards subs and closed; taken inside mu, or alone by close,
+	// which must not wait for mu (a reader holds it to signal).
+	subsMu sync.Mutex
+	subs   []*redis.PubSub
+	closed bool
+
+	// The hub owns the goroutines that read the subscriptions: ctx ends
+	// and close waits for them (wg).
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 func newHub(rdb redis.UniversalClient, log *slog.Logger) *hub {
-	return &hub{rdb: rdb, log: log, waiters: map[string]map[chan struct{}]struct{}{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &hub{rdb: rdb, log: log, waiters: map[string]map[chan struct{}]struct{}{}, ctx: ctx, cancel: cancel}
 }
 
 // Changes returns a channel signalled after every change of the operation.
@@ -41,7 +53,16 @@ func (r *Redis) Changes(ctx context.Context, key string) (<-chan struct{}, func(
 func (h *hub) watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	ch := make(chan struct{}, 1)
 	h.mu.Lock()
-	h.start()
+	h.subsMu.Lock()
+	closed := h.closed
+	if !closed {
+		h.start()
+	}
+	h.subsMu.Unlock()
+	if closed {
+		h.mu.Unlock()
+		return nil, nil, unavailable("subscribe to changes", redis.ErrClosed)
+	}
 	ready := h.ready
 	if h.waiters[key] == nil {
 		h.waiters[key] = map[chan struct{}]struct{}{}
@@ -65,7 +86,7 @@ func (h *hub) watch(ctx context.Context, key string) (<-chan struct{}, func(), e
 	}
 }
 
-// start subscribes once; called with mu held.
+// start subscribes once; called with mu and subsMu held, unless closed.
 func (h *hub) start() {
 	if h.subs != nil {
 		return
@@ -75,7 +96,7 @@ func (h *hub) start() {
 	if cc, ok := h.rdb.(*redis.ClusterClient); ok {
 		var mu sync.Mutex
 		err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			ps := c.Subscribe(context.Background(), changesChannel)
+			ps := c.Subscribe(h.ctx, changesChannel)
 			mu.Lock()
 			h.subs = append(h.subs, ps)
 			mu.Unlock()
@@ -86,24 +107,26 @@ func (h *hub) start() {
 		}
 	}
 	if len(h.subs) == 0 {
-		h.subs = []*redis.PubSub{h.rdb.Subscribe(context.Background(), changesChannel)}
+		h.subs = []*redis.PubSub{h.rdb.Subscribe(h.ctx, changesChannel)}
 	}
 	h.ready = make(chan struct{})
 	var confirmed sync.WaitGroup
 	for _, ps := range h.subs {
 		confirmed.Add(1)
-		go func() {
+		h.wg.Go(func() {
 			// Receive the subscription confirmation before declaring readiness.
-			if _, err := ps.Receive(context.Background()); err != nil {
+			if _, err := ps.Receive(h.ctx); err != nil {
 				h.log.Warn("subscribe to changes", "err", err)
 			}
 			confirmed.Done()
+			// The channel closes when close closes the subscription.
 			for msg := range ps.Channel() {
 				h.signal(msg.Payload)
 			}
-		}()
+		})
 	}
-	go func(ready chan struct{}) { confirmed.Wait(); close(ready) }(h.ready)
+	ready := h.ready
+	h.wg.Go(func() { confirmed.Wait(); close(ready) })
 }
 
 func (h *hub) signal(key string) {
@@ -117,15 +140,21 @@ func (h *hub) signal(key string) {
 	}
 }
 
+// close ends the subscriptions and returns once their goroutines have.
+// Later watches are refused (unavailable).
 func (h *hub) close() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.subsMu.Lock()
+	subs := h.subs
+	h.subs, h.closed = nil, true
+	h.subsMu.Unlock()
+	h.cancel()
 	var first error
-	for _, ps := range h.subs {
+	for _, ps := range subs {
 		if err := ps.Close(); err != nil && first == nil {
 			first = err
 		}
 	}
-	h.subs = nil
+	// Not under mu: the readers take it to signal.
+	h.wg.Wait()
 	return first
 }

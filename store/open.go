@@ -305,8 +305,9 @@ func Embedded() (*miniredis.Miniredis, redis.UniversalClient, func(), error) {
 // it ten times a second. (miniredis's own ClockTTL does the same on every
 // command, which sorts every key each time and grows slow as keys pile up.)
 func RealTimeTTL(m *miniredis.Miniredis) (stop func()) {
-	done := make(chan struct{})
+	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(exited)
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		last := time.Now()
@@ -320,6 +321,7 @@ func RealTimeTTL(m *miniredis.Miniredis) (stop func()) {
 			}
 		}
 	}()
+	// stop returns once the fast-forwarding has: the caller may close m.
 	var once sync.Once
-	return func() { once.Do(func() { close(done) }) }
+	return func() { once.Do(func() { close(done) }); <-exited }
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/countersign/countersign/approval"
@@ -62,16 +64,12 @@ func runMCP(ctx context.Context, env func(string) (string, bool), stdin io.Reade
 	}
 
 	// Say early, on stderr, whether the service answers and knows the key;
-	// the host may start us before serve, so this only warns.
-	go func() {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if _, err := c.List(pctx, approval.StatusDraft); err != nil {
-			log.Warn("countersign is not usable yet; tools will report the error", "url", c.BaseURL(), "code", approval.ErrorCode(err), "err", err)
-			return
-		}
-		log.Info("connected to countersign", "url", c.BaseURL())
-	}()
+	// the host may start us before serve, so this only warns. The probe
+	// ends when runMCP returns, and runMCP waits for it.
+	pctx, stopProbe := context.WithCancel(ctx)
+	var probe sync.WaitGroup
+	probe.Go(func() { probeService(pctx, c, c.BaseURL(), log) })
+	defer func() { stopProbe(); probe.Wait() }()
 
 	srv := mcpserver.NewServer(c, &mcpserver.Options{Version: buildVersion(), Logger: log})
 	in, ok := stdin.(io.ReadCloser)
@@ -97,4 +95,24 @@ func loopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// operationLister is the client's list_operations.
+type operationLister interface {
+	List(ctx context.Context, status approval.Status) ([]approval.View, error)
+}
+
+// probeService logs whether the service answers and knows the key, within
+// 5 s; it says nothing when ctx ends first (runMCP is returning).
+func probeService(ctx context.Context, c operationLister, url string, log *slog.Logger) {
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := c.List(pctx, approval.StatusDraft); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		log.Warn("countersign is not usable yet; tools will report the error", "url", url, "code", approval.ErrorCode(err), "err", err)
+		return
+	}
+	log.Info("connected to countersign", "url", url)
 }

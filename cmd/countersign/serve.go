@@ -538,6 +538,9 @@ func (m *Main) effects(file *config.File, dev bool) (*effects, error) {
 			return nil, err
 		}
 	}
+	if err := registered(e.actions); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 

@@ -72,15 +72,13 @@ func (m *Main) slackEffects(e *effects, file *config.File, dev bool) error {
 			log.Error("slack interactions are off", "err", err)
 			return nil
 		}
-		var wg sync.WaitGroup
-		sctx, stop := context.WithCancel(ctx)
+		var socket func(context.Context)
 		if appToken != "" {
-			wg.Add(1)
-			go func() { defer wg.Done(); h.RunSocket(sctx, slackapp.NewSocketClient(client, log)) }()
+			socket = func(ctx context.Context) { h.RunSocket(ctx, slackapp.NewSocketClient(client, log)) }
 			log.Info("slack: socket mode on: interactions arrive over the socket")
 		}
-		m.closers = append(m.closers, func() error { stop(); wg.Wait(); h.Close(); return nil })
-		go learnWorkspace(ctx, client, h, log)
+		stop := startSlack(ctx, client, h, socket, log)
+		m.closers = append(m.closers, func() error { stop(); h.Close(); return nil })
 		if secret == "" {
 			return nil // Socket Mode only: no public endpoint
 		}
@@ -102,11 +100,35 @@ func slackAPIURL(raw string) (string, error) {
 	return u.String(), nil
 }
 
+// startSlack starts Slack's goroutines: the workspace learner and, with
+// Socket Mode, the socket reader (socket, nil without it). The returned
+// stop ends both and returns once they have; Main.Close calls it.
+func startSlack(ctx context.Context, client authTester, h teamSetter, socket func(context.Context), log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	if socket != nil {
+		wg.Go(func() { socket(ctx) })
+	}
+	wg.Go(func() { learnWorkspace(ctx, client, h, log) })
+	return func() { cancel(); wg.Wait() }
+}
+
+// authTester is slack.Client's auth.test.
+type authTester interface {
+	AuthTestContext(ctx context.Context) (*slack.AuthTestResponse, error)
+}
+
+// teamSetter is told the workspace (slackapp.Handler).
+type teamSetter interface {
+	SetTeam(teamID, enterpriseID string)
+}
+
 // learnWorkspace asks Slack which workspace the token belongs to, so that
 // only that workspace's users' clicks count. It checks the token at start
-// too, and keeps trying (with backoff) while Slack is unreachable. Until it
-// succeeds, clicks are checked by signature and user id only.
-func learnWorkspace(ctx context.Context, client *slack.Client, h *slackapp.Handler, log *slog.Logger) {
+// too, and keeps trying (with backoff, on a timer) while Slack is
+// unreachable, until ctx ends. Until it succeeds, clicks are checked by
+// signature and user id only.
+func learnWorkspace(ctx context.Context, client authTester, h teamSetter, log *slog.Logger) {
 	wait := time.Second
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -122,10 +144,12 @@ func learnWorkspace(ctx context.Context, client *slack.Client, h *slackapp.Handl
 		}
 		e, _ := notifyslack.Classify("auth.test", err)
 		log.Error("slack: cannot check the bot token; will retry", "err", e, "retry_in", wait)
+		retry := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			retry.Stop()
 			return
-		case <-time.After(wait):
+		case <-retry.C:
 		}
 		wait = min(wait*2, 5*time.Minute)
 	}

@@ -68,7 +68,9 @@ func run(listen, jwks, audience, issuer string, log *slog.Logger) error {
 	srv := &http.Server{Addr: listen, Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	shutDown := make(chan struct{})
 	go func() {
+		defer close(shutDown)
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -78,6 +80,7 @@ func run(listen, jwks, audience, issuer string, log *slog.Logger) error {
 	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	<-shutDown // ListenAndServe returns as Shutdown starts: let the requests in flight finish
 	return nil
 }
 

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/action/httpreq"
+	"github.com/countersign/countersign/approval"
+)
+
+type namedAction struct{ name string }
+
+func (a namedAction) Name() string { return a.name }
+func (namedAction) Prepare(context.Context, approval.PrepareRequest) (*approval.Prepared, error) {
+	return nil, nil
+}
+func (namedAction) Execute(context.Context, *approval.Operation) (json.RawMessage, error) {
+	return nil, nil
+}
+
+// The wiring refuses an action the registry does not list.
+func TestWiredActionsAreRegistered(t *testing.T) {
+	a, err := httpreq.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := registered([]approval.Action{a}); err != nil {
+		t.Errorf("http.request: %v", err)
+	}
+	err = registered([]approval.Action{a, namedAction{"host.tool_call"}})
+	if err == nil || !strings.Contains(err.Error(), "host.tool_call is wired but not registered") {
+		t.Errorf("unregistered action: %v", err)
+	}
+}

@@ -126,8 +126,23 @@ type result struct {
 	status     approval.Status
 }
 
+// viewResult is a tool's result for v, compact (SPEC §13): large input
+// values stand in as their size, digest and head, whichever backend made
+// v (a view the REST API compacted already stays as it is).
 func viewResult(v approval.View, text string) result {
+	return result{structured: approval.Compact(v), text: text, key: v.OperationKey, status: v.Status}
+}
+
+// fullResult is viewResult with the whole input (get_operation_status
+// with full).
+func fullResult(v approval.View, text string) result {
 	return result{structured: v, text: text, key: v.OperationKey, status: v.Status}
+}
+
+// fullGetter is a Backend that returns the whole input only when asked
+// (the REST client: ?full=1). Local's views are always whole.
+type fullGetter interface {
+	GetFull(ctx context.Context, key string, wait time.Duration) (approval.View, error)
 }
 
 // The output schemas describe a result, and also admit a tool error's

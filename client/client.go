@@ -217,6 +217,25 @@ func (c *Client) Events(ctx context.Context, key string) ([]approval.Event, erro
 	return out.Events, err
 }
 
+// Tools names the MCP tools the service serves this principal
+// (GET /v1/tools), as its /mcp lists them. Returns not_found from a
+// service that predates the endpoint.
+func (c *Client) Tools(ctx context.Context) ([]string, error) {
+	var out struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if _, err := c.do(ctx, http.MethodGet, "/v1/tools", nil, nil, 0, &out); err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(out.Tools))
+	for _, t := range out.Tools {
+		names = append(names, t.Name)
+	}
+	return names, nil
+}
+
 // checkKey refuses ill-formed keys before they become part of a URL path,
 // with the service's own answer for them.
 func checkKey(key string) error {

@@ -44,6 +44,10 @@ type Options struct {
 	// or HTTP targets lists prepare_email only), and prepare_undo only
 	// with an action that can be undone. Unset: every tool.
 	Actions []string
+	// Tools, when set, are the tools the service behind the backend can
+	// serve (the stdio bridge asks GET /v1/tools): no other is listed, and
+	// the instructions name these. Unset: every tool (of Actions).
+	Tools []string
 }
 
 // BackendFunc picks the backend of one tool call: on HTTP, the principal
@@ -58,6 +62,23 @@ func NewServer(b Backend, opts *Options) *mcp.Server {
 // NewServerFunc returns the MCP server with every tool, calling the
 // backend pick returns for each call.
 func NewServerFunc(pick BackendFunc, opts *Options) *mcp.Server {
+	return newServer(pick, opts).mcp
+}
+
+// Tools are the tools a server with opts lists, as tools/list shows them:
+// what GET /v1/tools answers, so that the stdio bridge lists the same.
+func Tools(opts *Options) []*mcp.Tool {
+	s := newServer(nil, opts)
+	var out []*mcp.Tool
+	for _, t := range s.tools {
+		if !slices.Contains(s.unavailable, t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func newServer(pick BackendFunc, opts *Options) *server {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -75,7 +96,15 @@ func NewServerFunc(pick BackendFunc, opts *Options) *mcp.Server {
 		o.Tracer = noop.NewTracerProvider()
 	}
 	unavailable := unavailableTools(o.Actions)
+	if o.Tools != nil {
+		for _, t := range ToolNames {
+			if !slices.Contains(o.Tools, t) && !slices.Contains(unavailable, t) {
+				unavailable = append(unavailable, t)
+			}
+		}
+	}
 	s := &server{
+		unavailable: unavailable,
 		mcp: mcp.NewServer(&mcp.Implementation{Name: o.Name, Title: "countersign: human-approved actions", Version: o.Version},
 			&mcp.ServerOptions{
 				Instructions: instructions(unavailable),
@@ -87,7 +116,7 @@ func NewServerFunc(pick BackendFunc, opts *Options) *mcp.Server {
 	}
 	s.addTools()
 	s.mcp.RemoveTools(unavailable...)
-	return s.mcp
+	return s
 }
 
 // unavailableTools are the tools of actions not in actions (none when
@@ -111,10 +140,13 @@ func unavailableTools(actions []string) []string {
 }
 
 type server struct {
-	mcp    *mcp.Server
-	pick   BackendFunc
-	log    *slog.Logger
-	tracer trace.Tracer
+	mcp *mcp.Server
+	// tools are every tool added, unavailable those not listed.
+	tools       []*mcp.Tool
+	unavailable []string
+	pick        BackendFunc
+	log         *slog.Logger
+	tracer      trace.Tracer
 }
 
 // result is what a tool produced: structured content and the text for the
@@ -247,6 +279,7 @@ func add[In any](s *server, t *mcp.Tool, edit func(map[string]*jsonschema.Schema
 	} else {
 		t.OutputSchema = viewSchema
 	}
+	s.tools = append(s.tools, t)
 	name := t.Name
 	timeout := CallTimeout
 	switch name {

@@ -66,6 +66,15 @@ func instructions(unavailable []string) string {
 	if len(tools) < 3 {
 		out += " This service offers " + strings.Join(tools, ", ") + " only: the other actions are not configured here."
 	}
+	if len(unavailable) > 0 {
+		var here []string
+		for _, t := range ToolNames {
+			if !slices.Contains(unavailable, t) {
+				here = append(here, t)
+			}
+		}
+		out += "\n\nTools of this service: " + strings.Join(here, ", ") + "."
+	}
 	return out
 }
 

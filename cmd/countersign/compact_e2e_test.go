@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -129,5 +130,72 @@ func TestCompactStatus(t *testing.T) {
 	st, _ := srv.call(t, "GET", "/v1/operations/op_aaaaaaaaaaaaaaaaaaaaaaaaaa?full=maybe", srv.APIKey, "")
 	if st != 400 {
 		t.Errorf("full=maybe: %d, want 400", st)
+	}
+}
+
+// TestMCPStdioBridgeServesWhatTheServiceServes: countersign mcp lists the
+// tools the service lists on /mcp and GET /v1/tools (here email only: no
+// Slack, no HTTP target, so neither their prepare tools nor prepare_undo),
+// its instructions name them, and its status reads are compact unless
+// full is asked.
+func TestMCPStdioBridgeServesWhatTheServiceServes(t *testing.T) {
+	bin := buildBinary(t)
+	smtp := smtptest.Start(t, smtptest.Options{})
+	srv := startService(t, serviceOpts{Config: loopConfig(1, "email") + "settings: {max_request_bytes: 1MiB}\n",
+		Env: map[string]string{"COUNTERSIGN_SMTP_URL": smtp.URL()}})
+	names := func(ts []*mcp.Tool) []string {
+		var out []string
+		for _, tool := range ts {
+			out = append(out, tool.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	lt, err := mcpHTTP(t, srv, srv.APIKey, &syncBuffer{}).ListTools(context.Background(), nil)
+	must(t, err)
+	want := names(lt.Tools)
+	if slices.Contains(want, mcpserver.ToolPrepareHTTPRequest) || !slices.Contains(want, mcpserver.ToolPrepareEmail) {
+		t.Fatalf("/mcp lists %v for an email-only policy", want)
+	}
+	st, b := srv.call(t, "GET", "/v1/tools", srv.APIKey, "")
+	var rest struct{ Tools []*mcp.Tool }
+	must(t, json.Unmarshal(b, &rest))
+	if st != 200 || !slices.Equal(names(rest.Tools), want) {
+		t.Fatalf("GET /v1/tools: %d %v; /mcp lists %v", st, names(rest.Tools), want)
+	}
+	if st, _ := srv.call(t, "GET", "/v1/tools", "", ""); st != 401 {
+		t.Errorf("GET /v1/tools without a key: %d", st)
+	}
+
+	bridgeLog := &syncBuffer{}
+	cs := mcpStdio(t, bin, srv.URL(), srv.APIKey, &syncBuffer{}, bridgeLog)
+	lt, err = cs.ListTools(context.Background(), nil)
+	must(t, err)
+	if got := names(lt.Tools); !slices.Equal(got, want) {
+		t.Errorf("countersign mcp lists %v; the service serves %v", got, want)
+	}
+	ins := cs.InitializeResult().Instructions
+	for _, tool := range mcpserver.ToolNames {
+		if strings.Contains(ins, tool) != slices.Contains(want, tool) {
+			t.Errorf("instructions name %s: %v; served: %v\n%s", tool, strings.Contains(ins, tool), slices.Contains(want, tool), ins)
+		}
+	}
+
+	// A 300 KiB attachment: compact through the bridge, whole with full.
+	c := compactCases()[2]
+	req, _ := json.Marshal(c.body)
+	st, b = srv.call(t, "POST", "/v1/operations", srv.APIKey, string(req))
+	if st != 201 {
+		t.Fatalf("prepare: %d %.300s", st, b)
+	}
+	key := decode[op](t, b).Key
+	for _, full := range []bool{false, true} {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: mcpserver.ToolGetOperationStatus,
+			Arguments: map[string]any{"operation_key": key, "full": full}})
+		must(t, err)
+		data, _ := json.Marshal(res)
+		if full != (len(data) > 400<<10) || (!full && len(data) > 14<<10) {
+			t.Errorf("get_operation_status full=%v over stdio: %d bytes", full, len(data))
+		}
 	}
 }

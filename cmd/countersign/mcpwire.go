@@ -37,3 +37,10 @@ func (m *Main) mcpEffects(e *effects, file *config.File, dev bool) error {
 	})
 	return nil
 }
+
+// mcpTools answers GET /v1/tools: the tools /mcp lists here, so that the
+// stdio bridge (countersign mcp) lists the same.
+func mcpTools(svc *approval.Service) func(*approval.Principal) any {
+	tools := mcpserver.Tools(&mcpserver.Options{Actions: svc.ActionNames()})
+	return func(*approval.Principal) any { return tools }
+}

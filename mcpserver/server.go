@@ -212,7 +212,7 @@ func describeView(p map[string]*jsonschema.Schema) {
 		"status":              "draft, pending_approval, approved, executing; final: succeeded, failed, rejected, expired, canceled",
 		"expires_at":          "when the draft expires, or when the approval window ends",
 		"payload_hash":        "SHA-256 of the canonical action, input and principal: what the human approves",
-		"input":               "the normalized input, exactly what executes once approved",
+		"input":               "the normalized input, exactly what executes once approved; a large value (a body, an attachment's content) is shown as {omitted: true, bytes, sha256, head} unless get_operation_status is called with full: true",
 		"preview":             "what the human approver sees",
 		"approval":            "who must approve, who did, who rejected (with the reason), and who was notified",
 		"result":              "the action's result once it succeeded",

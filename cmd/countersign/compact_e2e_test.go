@@ -127,6 +127,13 @@ func TestCompactStatus(t *testing.T) {
 			t.Errorf("%s: a link in the status: %s", c.name, body)
 		}
 	}
+	// get_operation_status with full returns the whole input over /mcp.
+	req, _ := json.Marshal(compactCases()[1].body)
+	_, b := srv.call(t, "POST", "/v1/operations", srv.APIKey, string(req))
+	o := mcpOK(t, cs, mcpserver.ToolGetOperationStatus, map[string]any{"operation_key": decode[op](t, b).Key, "full": true})
+	if len(o.op.Input) < 90<<10 {
+		t.Errorf("get_operation_status full: input of %d bytes", len(o.op.Input))
+	}
 	st, _ := srv.call(t, "GET", "/v1/operations/op_aaaaaaaaaaaaaaaaaaaaaaaaaa?full=maybe", srv.APIKey, "")
 	if st != 400 {
 		t.Errorf("full=maybe: %d, want 400", st)

@@ -130,12 +130,20 @@ func compactPreview(p Preview) Preview {
 	p.Title, p.Summary = cutText(p.Title, 2*longText), cutText(p.Summary, 2*longText)
 	left := previewBudget - len(p.Title) - len(p.Summary) - 200 // room for the note
 	var fields []Field
-	dropped, droppedDiff := 0, 0
+	// carried are what an earlier compaction left out (its note).
+	dropped, droppedDiff, carried, carriedDiff := 0, 0, 0, 0
+	// With a diff, the fields get half the room: the changes are what a
+	// bulk preview is about.
+	reserved := 0
+	if len(p.Diff) > 0 {
+		reserved = left / 2
+		left -= reserved
+	}
 	for _, f := range p.Fields {
 		var more, moreDiff int
 		if f.Name == "omitted" && f.Label == noteLabel { // compacted before
 			if _, err := fmt.Sscanf(f.Value, noteFormat, &more, &moreDiff); err == nil {
-				dropped, droppedDiff = dropped+more, droppedDiff+moreDiff
+				carried, carriedDiff = more, moreDiff
 				continue
 			}
 		}
@@ -151,6 +159,7 @@ func compactPreview(p Preview) Preview {
 			dropped++
 		}
 	}
+	left += reserved
 	var diff []Change
 	for _, c := range p.Diff {
 		if droppedDiff > 0 {
@@ -165,6 +174,7 @@ func compactPreview(p Preview) Preview {
 			droppedDiff++
 		}
 	}
+	dropped, droppedDiff = dropped+carried, droppedDiff+carriedDiff
 	if dropped+droppedDiff > 0 {
 		fields = append(fields, Field{Name: "omitted", Label: noteLabel, Value: fmt.Sprintf(noteFormat, dropped, droppedDiff)})
 	}

@@ -55,6 +55,8 @@ func Compact(v View) View {
 // repeat no more than CompactBudget bytes of their inputs: each keeps its
 // status, preview title and next step; its input is only a digest, and
 // its preview fields and diff are left out (a status read shows them).
+// Past about 15 operations each title still keeps its first 60 bytes, so
+// that the operations can be told apart.
 func CompactList(vs []View) []View {
 	out := make([]View, len(vs))
 	// Each keeps its input's digest (about 110 bytes) and a share of the
@@ -67,7 +69,7 @@ func CompactList(vs []View) []View {
 			v.Input, _ = jsonx.Marshal(o)
 		}
 		p := v.Preview
-		p.Title, p.Summary = cutTo(p.Title, per/2), cutTo(p.Summary, per/2)
+		p.Title, p.Summary = cutTo(p.Title, max(per/2, 60)), cutTo(p.Summary, per/2)
 		p.Fields, p.Diff = []Field{}, nil
 		v.Preview = p
 		out[i] = v

@@ -147,14 +147,28 @@ func (c *Client) Send(ctx context.Context, key string) (approval.View, error) {
 // (rounded up to whole seconds, at most MaxWait). Returns not_found,
 // invalid_input (wait out of range).
 func (c *Client) Get(ctx context.Context, key string, wait time.Duration) (approval.View, error) {
+	return c.get(ctx, key, wait, false)
+}
+
+// GetFull is Get with the whole input (?full=1): Get's view, like every
+// agent-facing result, stands in for large input values with their size,
+// digest and head (SPEC §13).
+func (c *Client) GetFull(ctx context.Context, key string, wait time.Duration) (approval.View, error) {
+	return c.get(ctx, key, wait, true)
+}
+
+func (c *Client) get(ctx context.Context, key string, wait time.Duration, full bool) (approval.View, error) {
 	if err := checkKey(key); err != nil {
 		return approval.View{}, err
 	}
-	var q url.Values
+	q := url.Values{}
 	secs := 0
 	if wait > 0 {
 		secs = int((wait + time.Second - 1) / time.Second)
-		q = url.Values{"wait": {strconv.Itoa(secs)}}
+		q.Set("wait", strconv.Itoa(secs))
+	}
+	if full {
+		q.Set("full", "1")
 	}
 	var v approval.View
 	_, err := c.do(ctx, http.MethodGet, "/v1/operations/"+key, q, nil, time.Duration(secs)*time.Second, &v)
@@ -201,6 +215,25 @@ func (c *Client) Events(ctx context.Context, key string) ([]approval.Event, erro
 	}
 	_, err := c.do(ctx, http.MethodGet, "/v1/operations/"+key+"/events", nil, nil, 0, &out)
 	return out.Events, err
+}
+
+// Tools names the MCP tools the service serves this principal
+// (GET /v1/tools), as its /mcp lists them. Returns not_found from a
+// service that predates the endpoint.
+func (c *Client) Tools(ctx context.Context) ([]string, error) {
+	var out struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if _, err := c.do(ctx, http.MethodGet, "/v1/tools", nil, nil, 0, &out); err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(out.Tools))
+	for _, t := range out.Tools {
+		names = append(names, t.Name)
+	}
+	return names, nil
 }
 
 // checkKey refuses ill-formed keys before they become part of a URL path,

@@ -46,6 +46,10 @@ type Options struct {
 	// or HTTP targets lists prepare_email only), and prepare_undo only
 	// with an action that can be undone. Unset: every tool.
 	Actions []string
+	// Tools, when set, are the tools the service behind the backend can
+	// serve (the stdio bridge asks GET /v1/tools): no other is listed, and
+	// the instructions name these. Unset: every tool (of Actions).
+	Tools []string
 }
 
 // BackendFunc picks the backend of one tool call: on HTTP, the principal
@@ -60,6 +64,23 @@ func NewServer(b Backend, opts *Options) *mcp.Server {
 // NewServerFunc returns the MCP server with every tool, calling the
 // backend pick returns for each call.
 func NewServerFunc(pick BackendFunc, opts *Options) *mcp.Server {
+	return newServer(pick, opts).mcp
+}
+
+// Tools are the tools a server with opts lists, as tools/list shows them:
+// what GET /v1/tools answers, so that the stdio bridge lists the same.
+func Tools(opts *Options) []*mcp.Tool {
+	s := newServer(nil, opts)
+	var out []*mcp.Tool
+	for _, t := range s.tools {
+		if !slices.Contains(s.unavailable, t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func newServer(pick BackendFunc, opts *Options) *server {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -77,7 +98,15 @@ func NewServerFunc(pick BackendFunc, opts *Options) *mcp.Server {
 		o.Tracer = noop.NewTracerProvider()
 	}
 	unavailable := unavailableTools(o.Actions)
+	if o.Tools != nil {
+		for _, t := range ToolNames {
+			if !slices.Contains(o.Tools, t) && !slices.Contains(unavailable, t) {
+				unavailable = append(unavailable, t)
+			}
+		}
+	}
 	s := &server{
+		unavailable: unavailable,
 		mcp: mcp.NewServer(&mcp.Implementation{Name: o.Name, Title: "countersign: human-approved actions", Version: o.Version},
 			&mcp.ServerOptions{
 				Instructions: instructions(unavailable),
@@ -89,7 +118,7 @@ func NewServerFunc(pick BackendFunc, opts *Options) *mcp.Server {
 	}
 	s.addTools()
 	s.mcp.RemoveTools(unavailable...)
-	return s.mcp
+	return s
 }
 
 // unavailableTools are the tools of actions not in actions (none when
@@ -115,10 +144,13 @@ func unavailableTools(actions []string) []string {
 }
 
 type server struct {
-	mcp    *mcp.Server
-	pick   BackendFunc
-	log    *slog.Logger
-	tracer trace.Tracer
+	mcp *mcp.Server
+	// tools are every tool added, unavailable those not listed.
+	tools       []*mcp.Tool
+	unavailable []string
+	pick        BackendFunc
+	log         *slog.Logger
+	tracer      trace.Tracer
 }
 
 // result is what a tool produced: structured content and the text for the
@@ -130,8 +162,23 @@ type result struct {
 	status     approval.Status
 }
 
+// viewResult is a tool's result for v, compact (SPEC §13): large input
+// values stand in as their size, digest and head, whichever backend made
+// v (a view the REST API compacted already stays as it is).
 func viewResult(v approval.View, text string) result {
+	return result{structured: approval.Compact(v), text: text, key: v.OperationKey, status: v.Status}
+}
+
+// fullResult is viewResult with the whole input (get_operation_status
+// with full).
+func fullResult(v approval.View, text string) result {
 	return result{structured: v, text: text, key: v.OperationKey, status: v.Status}
+}
+
+// fullGetter is a Backend that returns the whole input only when asked
+// (the REST client: ?full=1). Local's views are always whole.
+type fullGetter interface {
+	GetFull(ctx context.Context, key string, wait time.Duration) (approval.View, error)
 }
 
 // The output schemas describe a result, and also admit a tool error's
@@ -169,7 +216,7 @@ func describeView(p map[string]*jsonschema.Schema) {
 		"status":              "draft, pending_approval, approved, executing; final: succeeded, failed, rejected, expired, canceled",
 		"expires_at":          "when the draft expires, or when the approval window ends",
 		"payload_hash":        "SHA-256 of the canonical action, input and principal: what the human approves",
-		"input":               "the normalized input, exactly what executes once approved",
+		"input":               "the normalized input, exactly what executes once approved; a large value (a body, an attachment's content) is shown as {omitted: true, bytes, sha256, head} unless get_operation_status is called with full: true",
 		"preview":             "what the human approver sees",
 		"approval":            "who must approve, who did, who rejected (with the reason), and who was notified",
 		"result":              "the action's result once it succeeded",
@@ -236,6 +283,7 @@ func add[In any](s *server, t *mcp.Tool, edit func(map[string]*jsonschema.Schema
 	} else {
 		t.OutputSchema = viewSchema
 	}
+	s.tools = append(s.tools, t)
 	name := t.Name
 	timeout := CallTimeout
 	switch name {

@@ -72,6 +72,15 @@ func instructions(unavailable []string) string {
 	if len(tools) < len(all) {
 		out += " This service offers " + strings.Join(tools, ", ") + " only: the other actions are not configured here."
 	}
+	if len(unavailable) > 0 {
+		var here []string
+		for _, t := range ToolNames {
+			if !slices.Contains(unavailable, t) {
+				here = append(here, t)
+			}
+		}
+		out += "\n\nTools of this service: " + strings.Join(here, ", ") + "."
+	}
 	return out
 }
 
@@ -102,6 +111,7 @@ type keyArgs struct {
 type statusArgs struct {
 	OperationKey string `json:"operation_key" jsonschema:"the operation's key, op_ followed by 26 characters, from an earlier result"`
 	WaitSeconds  int    `json:"wait_seconds,omitempty" jsonschema:"optional long-poll: wait up to this many seconds (0-30) for the operation to change, then return its status; 0 returns at once"`
+	Full         bool   `json:"full,omitempty" jsonschema:"optional: true returns the whole input; by default a large value (a body, an attachment) is shown as {omitted, bytes, sha256, head}"`
 }
 
 type listArgs struct {
@@ -184,6 +194,7 @@ func (s *server) addTools() {
 		Name: ToolGetOperationStatus, Title: "Get an operation's status",
 		Description: "Get the current status of one of your operations: who was notified, who approved or rejected it (with the reason), its result or error, and next_step. " +
 			"wait_seconds (0-30) long-polls: it returns as soon as the status changes, or after wait_seconds with the unchanged status; call it again to keep waiting. 0, or leaving it out, returns at once. " +
+			"A large input value (a message body, an attachment, a request body) is shown as {omitted: true, bytes, sha256, head}; full: true returns the whole input. " +
 			"It never approves anything and never returns a token or link.",
 		Annotations: &mcp.ToolAnnotations{Title: "Get operation status", ReadOnlyHint: true},
 	}, func(p map[string]*jsonschema.Schema) {
@@ -193,9 +204,20 @@ func (s *server) addTools() {
 		if in.WaitSeconds < 0 || in.WaitSeconds > MaxWaitSeconds {
 			return result{}, approval.FieldErrors{{Field: "wait_seconds", Reason: "must be a whole number of seconds from 0 to 30"}}.Err()
 		}
-		v, err := b.Get(ctx, in.OperationKey, time.Duration(in.WaitSeconds)*time.Second)
+		wait := time.Duration(in.WaitSeconds) * time.Second
+		if fg, ok := b.(fullGetter); ok && in.Full {
+			v, err := fg.GetFull(ctx, in.OperationKey, wait)
+			if err != nil {
+				return result{}, err
+			}
+			return fullResult(v, statusText(v, in.WaitSeconds)), nil
+		}
+		v, err := b.Get(ctx, in.OperationKey, wait)
 		if err != nil {
 			return result{}, err
+		}
+		if in.Full {
+			return fullResult(v, statusText(v, in.WaitSeconds)), nil
 		}
 		return viewResult(v, statusText(v, in.WaitSeconds)), nil
 	})
@@ -228,7 +250,7 @@ func (s *server) addTools() {
 		if err != nil {
 			return result{}, err
 		}
-		return result{structured: ListResult{Operations: views}, text: listText(views, in.Status)}, nil
+		return result{structured: ListResult{Operations: approval.CompactList(views)}, text: listText(views, in.Status)}, nil
 	})
 }
 

@@ -71,8 +71,11 @@ func decodeStrict(c *fiber.Ctx, v any) error {
 	return nil
 }
 
+// view is the agent's view of op, compact (SPEC §13): large input values
+// stand in as their size, digest and head. get's ?full=1 is the only way
+// to the whole input.
 func (s *Server) view(op *approval.Operation) approval.View {
-	return approval.AgentView(op, s.svc.Now())
+	return approval.Compact(approval.AgentView(op, s.svc.Now()))
 }
 
 func (s *Server) prepare(c *fiber.Ctx) error {
@@ -110,11 +113,22 @@ func (s *Server) get(c *fiber.Ctx) error {
 		}
 		wait = n
 	}
+	full := false
+	if f := c.Query("full"); f != "" {
+		b, err := strconv.ParseBool(f)
+		if err != nil {
+			return approval.FieldErrors{{Field: "full", Reason: "must be 1 (the whole input) or 0"}}.Err()
+		}
+		full = b
+	}
 	op, err := s.svc.Wait(c.UserContext(), principal(c), c.Params("key"), time.Duration(wait)*time.Second)
 	if err != nil {
 		return err
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
+	if full {
+		return c.JSON(approval.AgentView(op, s.svc.Now()))
+	}
 	return c.JSON(s.view(op))
 }
 
@@ -155,7 +169,7 @@ func (s *Server) list(c *fiber.Ctx) error {
 	for i, op := range ops {
 		views[i] = s.view(op)
 	}
-	return c.JSON(fiber.Map{"operations": views})
+	return c.JSON(fiber.Map{"operations": approval.CompactList(views)})
 }
 
 func (s *Server) events(c *fiber.Ctx) error {

@@ -64,6 +64,10 @@ type Config struct {
 	// DevMail, when set, serves the development mailbox at /dev/mail.
 	DevMail DevMail
 	Mounts  []Mount
+	// Tools, when set, are the MCP tools a principal can call here, as
+	// /mcp lists them: GET /v1/tools (nil: 404), which the stdio bridge
+	// asks so that it lists the same.
+	Tools func(*approval.Principal) any
 	// BodyLimit caps request bodies (default 256 KiB).
 	BodyLimit int
 	// LinkFailures is how many failed link attempts per client address
@@ -195,6 +199,7 @@ func (s *Server) routes() {
 	api.Post("/operations/:key/undo", s.undo)
 	api.Get("/operations/:key/events", s.events)
 	api.Post("/allowances", s.requestAllowance)
+	api.Get("/tools", s.tools)
 	api.All("/*", func(c *fiber.Ctx) error {
 		return approval.Errorf(approval.CodeNotFound, "no such endpoint %s %s", c.Method(), c.Path())
 	})

@@ -184,8 +184,11 @@ func TestBulkRescheduleEndToEnd(t *testing.T) {
 	if v.Preview.Title != "20 events on calendar: 18 moved, 2 deleted" {
 		t.Fatalf("title = %q", v.Preview.Title)
 	}
+	// The prepare result is compact (SPEC §13); the whole preview is
+	// what GET ?full=1 returns.
+	_, b = srv.call(t, "GET", "/v1/operations/"+v.Key+"?full=1", srv.APIKey, "")
 	items := map[int]bool{}
-	for _, d := range v.Preview.Diff {
+	for _, d := range decode[bulkView](t, b).Preview.Diff {
 		items[d.Item] = true
 	}
 	if len(items) != 20 {

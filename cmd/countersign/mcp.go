@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/url"
-	"sync"
 	"time"
 
 	"github.com/countersign/countersign/approval"
@@ -63,15 +61,20 @@ func runMCP(ctx context.Context, env func(string) (string, bool), stdin io.Reade
 		log.Warn("COUNTERSIGN_URL is plain http to another host: the API key crosses the network unencrypted; use https", "url", c.BaseURL())
 	}
 
-	// Say early, on stderr, whether the service answers and knows the key;
-	// the host may start us before serve, so this only warns. The probe
-	// ends when runMCP returns, and runMCP waits for it.
-	pctx, stopProbe := context.WithCancel(ctx)
-	var probe sync.WaitGroup
-	probe.Go(func() { probeService(pctx, c, c.BaseURL(), log) })
-	defer func() { stopProbe(); probe.Wait() }()
+	// List only the tools the service serves (GET /v1/tools), and say on
+	// stderr whether it answers and knows the key. The host may start us
+	// before serve: then every tool is listed, and each reports the error.
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	tools, err := c.Tools(pctx)
+	cancel()
+	if err != nil {
+		log.Warn("countersign is not usable yet; listing every tool, and tools will report the error", "url", c.BaseURL(), "code", approval.ErrorCode(err), "err", err)
+		tools = nil
+	} else {
+		log.Info("connected to countersign", "url", c.BaseURL(), "tools", len(tools))
+	}
 
-	srv := mcpserver.NewServer(c, &mcpserver.Options{Version: buildVersion(), Logger: log})
+	srv := mcpserver.NewServer(c, &mcpserver.Options{Version: buildVersion(), Logger: log, Tools: tools})
 	in, ok := stdin.(io.ReadCloser)
 	if !ok {
 		in = io.NopCloser(stdin)
@@ -95,24 +98,4 @@ func loopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// operationLister is the client's list_operations.
-type operationLister interface {
-	List(ctx context.Context, status approval.Status) ([]approval.View, error)
-}
-
-// probeService logs whether the service answers and knows the key, within
-// 5 s; it says nothing when ctx ends first (runMCP is returning).
-func probeService(ctx context.Context, c operationLister, url string, log *slog.Logger) {
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := c.List(pctx, approval.StatusDraft); err != nil {
-		if ctx.Err() != nil {
-			return
-		}
-		log.Warn("countersign is not usable yet; tools will report the error", "url", url, "code", approval.ErrorCode(err), "err", err)
-		return
-	}
-	log.Info("connected to countersign", "url", url)
 }

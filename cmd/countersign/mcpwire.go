@@ -59,3 +59,10 @@ func inboxElicitation(file *config.File, svc *approval.Service, m *Main) *mcpser
 		Now:      svc.Now,
 	}
 }
+
+// mcpTools answers GET /v1/tools: the tools /mcp lists here, so that the
+// stdio bridge (countersign mcp) lists the same.
+func mcpTools(svc *approval.Service) func(*approval.Principal) any {
+	tools := mcpserver.Tools(&mcpserver.Options{Actions: svc.ActionNames()})
+	return func(*approval.Principal) any { return tools }
+}

@@ -361,6 +361,7 @@ func (m *Main) Open(ctx context.Context) error {
 		},
 		SignIn: ppl.signIn, Sessions: m.Store, SessionTTL: ppl.sessionTTL,
 		Tracer: m.tracing.Provider, BodyLimit: int(file.Settings.MaxRequestBytes),
+		Tools:  mcpTools(svc),
 	})
 	if err != nil {
 		ln.Close()

@@ -205,6 +205,7 @@ type MatchSpec struct {
 	Action    string            `yaml:"action"`
 	Principal string            `yaml:"principal"`
 	Target    string            `yaml:"target"`
+	Tool      string            `yaml:"tool"`
 	Attrs     map[string]string `yaml:"attrs"`
 	When      []CondSpec        `yaml:"when"`
 }
@@ -609,7 +610,7 @@ var (
 	idPattern    = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 	hexPattern   = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	envRef       = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-	knownActions = []string{"email.send", "slack.post_message", "slack.delete_message", "http.request", "allowance.grant"}
+	knownActions = []string{"email.send", "slack.post_message", "slack.delete_message", "http.request", "allowance.grant", "host.tool_call"}
 )
 
 // ValidID reports whether s is a valid id of principals, operators,
@@ -702,6 +703,9 @@ func (f *File) validate() error {
 		}
 		if r.Match.Target != "" && r.Match.Action != "" && r.Match.Action != "http.request" {
 			bad("%s: match.target applies to http.request, not %s", name, r.Match.Action)
+		}
+		if r.Match.Tool != "" && r.Match.Action != "" && r.Match.Action != "host.tool_call" {
+			bad("%s: match.tool applies to host.tool_call, not %s", name, r.Match.Action)
 		}
 		for j, c := range r.Match.When {
 			if _, err := c.Condition(); err != nil {
@@ -922,7 +926,7 @@ func (f *File) Policy() *approval.Policy {
 		p.Operators = append(p.Operators, &approval.Operator{ID: o.ID, KeyHash: o.APIKeySHA256, Email: o.Email, OIDCSubject: o.OIDCSubject})
 	}
 	for _, r := range f.Routes {
-		m := approval.Match{Action: r.Match.Action, Principal: r.Match.Principal, Target: r.Match.Target}
+		m := approval.Match{Action: r.Match.Action, Principal: r.Match.Principal, Target: r.Match.Target, Tool: r.Match.Tool}
 		if len(r.Match.Attrs) > 0 {
 			m.Attrs = map[string]string{}
 			for k, v := range r.Match.Attrs {

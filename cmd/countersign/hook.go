@@ -56,12 +56,13 @@ and never prints a link. It reads two variables:
   COUNTERSIGN_URL       where serve is, e.g. http://127.0.0.1:8080
   COUNTERSIGN_API_KEY   the agent's API key; its principal needs scope host.tool_call
 
-Give the hook a timeout (seconds) longer than --wait in .claude/settings.json:
-when Claude Code kills a hook at its own timeout it may run the tool.`,
-		Example: `  .claude/settings.json:
+Give the hook a timeout (seconds) longer than --wait in .claude/settings.json,
+since Claude Code may run the tool when it kills a hook at its own timeout:
+
   {"hooks": {"PreToolUse": [{"matcher": "Bash|Write|Edit|mcp__.*",
     "hooks": [{"type": "command", "command": "countersign hook claude-code --wait 10m", "timeout": 660}]}]}}`,
-		Args: argsUsage(cobra.NoArgs),
+		Example: `  COUNTERSIGN_URL=http://127.0.0.1:8080 COUNTERSIGN_API_KEY=cs_… countersign hook claude-code --wait 10m`,
+		Args:    argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if wait <= 0 || wait > 24*time.Hour {
 				return usagef("--wait must be between 1s and 24h, not %s", wait)

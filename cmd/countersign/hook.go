@@ -184,10 +184,14 @@ func runClaudeCodeHook(ctx context.Context, c *cli, wait time.Duration) hookDeci
 			return hookTimeout(cl, v.OperationKey, wait, status)
 		}
 		next, err := cl.Get(ctx, v.OperationKey, min(left, hookPoll))
+		if err != nil && ctx.Err() != nil {
+			// Stopped (the host gave up on the hook): withdraw the request.
+			return hookTimeout(cl, v.OperationKey, wait, status)
+		}
 		if err != nil {
 			// A short outage mid-wait is retried a few times; then, and on
 			// anything but unavailable, the call is denied.
-			if failures++; approval.ErrorCode(err) != approval.CodeUnavailable || failures > 3 || ctx.Err() != nil {
+			if failures++; approval.ErrorCode(err) != approval.CodeUnavailable || failures > 3 {
 				return hookError("read the status of", err, status)
 			}
 			sleepCtx(ctx, min(time.Second, time.Until(deadline)))
@@ -211,7 +215,7 @@ func hookOutcome(v approval.View, status func(string, ...any)) hookDecision {
 	case approval.StatusSucceeded:
 		msg := fmt.Sprintf("approved in countersign by %s (operation %s)", who(), v.OperationKey)
 		status("%s", msg)
-		return hookDecision{allow: true, reason: "A human " + msg + ".", user: "countersign: " + msg}
+		return hookDecision{allow: true, reason: "A human " + msg + "; run it exactly as proposed.", user: "countersign: " + msg}
 	case approval.StatusRejected:
 		reason := fmt.Sprintf("A human rejected this tool call in countersign (operation %s)", v.OperationKey)
 		if r := v.Approval.Rejection; r != nil {

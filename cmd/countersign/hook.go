@@ -181,12 +181,12 @@ func runClaudeCodeHook(ctx context.Context, c *cli, wait time.Duration) hookDeci
 	for !v.Status.Terminal() {
 		left := time.Until(deadline)
 		if left <= 0 || ctx.Err() != nil {
-			return hookTimeout(cl, v.OperationKey, wait, status)
+			return hookTimeout(cl, v.OperationKey, "No decision within "+wait.Round(time.Second).String(), status)
 		}
 		next, err := cl.Get(ctx, v.OperationKey, min(left, hookPoll))
 		if err != nil && ctx.Err() != nil {
 			// Stopped (the host gave up on the hook): withdraw the request.
-			return hookTimeout(cl, v.OperationKey, wait, status)
+			return hookTimeout(cl, v.OperationKey, "The hook was stopped before a decision", status)
 		}
 		if err != nil {
 			// A short outage mid-wait is retried a few times; then, and on
@@ -242,7 +242,7 @@ func hookOutcome(v approval.View, status func(string, ...any)) hookDecision {
 // hookTimeout cancels the operation, so nobody approves a call the host
 // no longer waits for, and denies. An approval that landed meanwhile still
 // counts.
-func hookTimeout(cl *client.Client, key string, wait time.Duration, status func(string, ...any)) hookDecision {
+func hookTimeout(cl *client.Client, key, why string, status func(string, ...any)) hookDecision {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if v, err := cl.Cancel(ctx, key); err != nil {
@@ -252,7 +252,7 @@ func hookTimeout(cl *client.Client, key string, wait time.Duration, status func(
 	} else if v.Status == approval.StatusSucceeded {
 		return hookOutcome(v, status)
 	}
-	reason := fmt.Sprintf("No decision within %s; the request was withdrawn (operation %s)", wait.Round(time.Second), key)
+	reason := fmt.Sprintf("%s; the request was withdrawn (operation %s)", why, key)
 	status("%s", reason)
 	return deny(reason)
 }

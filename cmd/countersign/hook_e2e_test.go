@@ -64,10 +64,15 @@ func (r hookRun) answer(t *testing.T) (decision, reason, system string) {
 // startHook runs the hook in-process with stdin, as Claude Code would
 // start it, and returns its result when it ends.
 func startHook(env map[string]string, stdin string, args ...string) <-chan hookRun {
+	return startHookCtx(context.Background(), env, stdin, args...)
+}
+
+// startHookCtx is startHook in a context whose end is a signal (SIGTERM).
+func startHookCtx(ctx context.Context, env map[string]string, stdin string, args ...string) <-chan hookRun {
 	done := make(chan hookRun, 1)
 	go func() {
 		var out, errb bytes.Buffer
-		code := run(context.Background(), append([]string{"hook", "claude-code"}, args...), strings.NewReader(stdin), &out, &errb, mapEnv(env))
+		code := run(ctx, append([]string{"hook", "claude-code"}, args...), strings.NewReader(stdin), &out, &errb, mapEnv(env))
 		done <- hookRun{code, out.String(), errb.String()}
 	}()
 	return done
@@ -231,6 +236,19 @@ func TestClaudeCodeHook(t *testing.T) {
 		r := waitHook(t, done)
 		decision, reason, _ := r.answer(t)
 		if decision != "deny" || !strings.Contains(reason, "No decision within 2s") {
+			t.Fatalf("answer: %s %q", decision, reason)
+		}
+		srv.waitFor(t, key, "canceled")
+	})
+
+	t.Run("stopped while waiting: deny and withdraw", func(t *testing.T) {
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		done := startHookCtx(ctx, env, claudeHookJSON(t, "Bash", "toolu_01G", map[string]any{"command": "make deploy"}))
+		key := pendingKey(t, srv)
+		stop()
+		decision, reason, _ := waitHook(t, done).answer(t)
+		if decision != "deny" || !strings.Contains(reason, "stopped before a decision") {
 			t.Fatalf("answer: %s %q", decision, reason)
 		}
 		srv.waitFor(t, key, "canceled")

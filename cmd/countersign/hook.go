@@ -180,22 +180,31 @@ func runClaudeCodeHook(ctx context.Context, c *cli, wait time.Duration) hookDeci
 	failures := 0
 	for !v.Status.Terminal() {
 		left := time.Until(deadline)
-		if left <= 0 || ctx.Err() != nil {
-			return hookTimeout(cl, v.OperationKey, "No decision within "+wait.Round(time.Second).String(), status)
-		}
-		next, err := cl.Get(ctx, v.OperationKey, min(left, hookPoll))
-		if err != nil && ctx.Err() != nil {
+		if ctx.Err() != nil {
 			// Stopped (the host gave up on the hook): withdraw the request.
 			return hookTimeout(cl, v.OperationKey, "The hook was stopped before a decision", status)
 		}
-		if err != nil {
-			// A short outage mid-wait is retried a few times; then, and on
-			// anything but unavailable, the call is denied.
-			if failures++; approval.ErrorCode(err) != approval.CodeUnavailable || failures > 3 {
+		if left <= 0 {
+			return hookTimeout(cl, v.OperationKey, "No decision within "+wait.Round(time.Second).String(), status)
+		}
+		next, err := cl.Get(ctx, v.OperationKey, min(left, hookPoll))
+		if err != nil && ctx.Err() == nil {
+			// A short outage mid-wait is retried a few times, and a rate
+			// limit (parallel tool calls hold long-polls too) after the
+			// time it asks; anything else denies.
+			switch code := approval.ErrorCode(err); {
+			case code == approval.CodeRateLimited:
+				sleepCtx(ctx, min(retryAfter(err), time.Until(deadline)))
+				continue
+			case code != approval.CodeUnavailable || failures >= 3:
 				return hookError("read the status of", err, status)
 			}
+			failures++
 			sleepCtx(ctx, min(time.Second, time.Until(deadline)))
 			continue
+		}
+		if err != nil {
+			continue // stopped: withdrawn above
 		}
 		failures, v = 0, next
 	}
@@ -280,6 +289,20 @@ func approverList(v approval.View) string {
 		return "no approver listed"
 	}
 	return "approvers: " + strings.Join(v.Approval.Approvers, ", ")
+}
+
+// retryAfter is how long a rate-limited call asks to wait (at least 1 s).
+func retryAfter(err error) time.Duration {
+	var ce *approval.Error
+	if errors.As(err, &ce) {
+		if n, ok := ce.Details["retry_after_seconds"].(float64); ok && n > 1 {
+			return time.Duration(n) * time.Second
+		}
+		if n, ok := ce.Details["retry_after_seconds"].(int); ok && n > 1 {
+			return time.Duration(n) * time.Second
+		}
+	}
+	return time.Second
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

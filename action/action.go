@@ -18,6 +18,9 @@ type Descriptor struct {
 	// Undo says succeeded operations of the action can be taken back
 	// (approval.Undoer): prepare_undo is offered where such an action is.
 	Undo bool
+	// ToolCalls says the action stands for an agent host's own tool call
+	// (host.tool_call): only its routes may match.tool.
+	ToolCalls bool
 	// Tool is the MCP tool that prepares the action; nil when no tool
 	// prepares it directly (an undo action, made only by prepare_undo).
 	Tool *Tool

@@ -20,8 +20,10 @@ type Match struct {
 	Principal string
 	// Target is short for the attribute "target" (http.request).
 	Target string
-	Attrs  map[string]string
-	When   []Condition
+	// Tool is short for the attribute "tool" (host.tool_call).
+	Tool  string
+	Attrs map[string]string
+	When  []Condition
 }
 
 func (m Match) matches(action, principal string, attrs map[string]string) bool {
@@ -42,6 +44,9 @@ func (m Match) Check(action, principal string, attrs map[string]string) (bool, s
 	}
 	if m.Target != "" && attrs["target"] != m.Target {
 		return false, fmt.Sprintf("target is %q, not %s", attrs["target"], m.Target)
+	}
+	if m.Tool != "" && attrs["tool"] != m.Tool {
+		return false, fmt.Sprintf("tool is %q, not %s", attrs["tool"], m.Tool)
 	}
 	var undecided []string
 	for _, k := range slices.Sorted(maps.Keys(m.Attrs)) {
@@ -87,6 +92,9 @@ func (m Match) String() string {
 	}
 	if m.Target != "" {
 		parts = append(parts, "target="+m.Target)
+	}
+	if m.Tool != "" {
+		parts = append(parts, "tool="+m.Tool)
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.Attrs)) {
 		parts = append(parts, k+"="+m.Attrs[k])

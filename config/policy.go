@@ -25,7 +25,7 @@ func (f *File) Policy() *approval.Policy {
 		p.Operators = append(p.Operators, &approval.Operator{ID: o.ID, KeyHash: o.APIKeySHA256, Email: o.Email, OIDCSubject: o.OIDCSubject})
 	}
 	for _, r := range f.Routes {
-		m := approval.Match{Action: r.Match.Action, Principal: r.Match.Principal, Target: r.Match.Target}
+		m := approval.Match{Action: r.Match.Action, Principal: r.Match.Principal, Target: r.Match.Target, Tool: r.Match.Tool}
 		if len(r.Match.Attrs) > 0 {
 			m.Attrs = map[string]string{}
 			for k, v := range r.Match.Attrs {

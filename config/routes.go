@@ -69,6 +69,7 @@ type MatchSpec struct {
 	Action    string            `yaml:"action"`
 	Principal string            `yaml:"principal"`
 	Target    string            `yaml:"target"`
+	Tool      string            `yaml:"tool"`
 	Attrs     map[string]string `yaml:"attrs"`
 	When      []CondSpec        `yaml:"when"`
 }
@@ -170,6 +171,9 @@ func (f *File) validateRoutes(bad func(string, ...any), refs routeRefs) {
 		}
 		if r.Match.Target != "" && r.Match.Action != "" && !onTargets(r.Match.Action) {
 			bad("%s: match.target applies to %s, not %s", name, strings.Join(targetActions, ", "), r.Match.Action)
+		}
+		if r.Match.Tool != "" && r.Match.Action != "" && !onToolCalls(r.Match.Action) {
+			bad("%s: match.tool applies to %s, not %s", name, strings.Join(toolCallActions, ", "), r.Match.Action)
 		}
 		for j, c := range r.Match.When {
 			if _, err := c.Condition(); err != nil {

@@ -7,6 +7,7 @@ package registry
 import (
 	"github.com/countersign/countersign/action"
 	"github.com/countersign/countersign/action/email"
+	"github.com/countersign/countersign/action/hosttool"
 	"github.com/countersign/countersign/action/httpreq"
 	"github.com/countersign/countersign/action/slackpost"
 	"github.com/countersign/countersign/approval"
@@ -19,6 +20,7 @@ var All = []action.Descriptor{
 	slackpost.Descriptor,
 	slackpost.DeleteDescriptor,
 	httpreq.Descriptor,
+	hosttool.Descriptor,
 	// allowance.grant is the domain's own action (approval/allowance.go),
 	// asked for with the request_allowance tool, which prepares nothing.
 	{Name: approval.GrantAction},

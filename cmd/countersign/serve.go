@@ -533,7 +533,7 @@ func (m *Main) effects(file *config.File, dev bool) (*effects, error) {
 	}}
 	// One function per family of effects, each in its own file.
 	for _, add := range []func(*effects, *config.File, bool) error{
-		m.emailEffects, m.slackEffects, m.teamsEffects, m.httpEffects, m.webhookEffects, m.mcpEffects,
+		m.emailEffects, m.slackEffects, m.teamsEffects, m.httpEffects, m.webhookEffects, m.mcpEffects, m.hostToolEffects,
 	} {
 		if err := add(e, file, dev); err != nil {
 			return nil, err

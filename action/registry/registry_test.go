@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/action/email"
+	"github.com/countersign/countersign/action/hosttool"
 	"github.com/countersign/countersign/action/httpreq"
 	"github.com/countersign/countersign/action/registry"
 	"github.com/countersign/countersign/action/slackpost"
@@ -15,7 +16,7 @@ import (
 // The names, scopes and tools are the contract's (SPEC §6): a change here
 // is a change of the contract.
 func TestRegistryPinsTheContract(t *testing.T) {
-	if got, want := registry.Names(), []string{"email.send", "slack.post_message", "slack.delete_message", "http.request", "allowance.grant"}; !slices.Equal(got, want) {
+	if got, want := registry.Names(), []string{"email.send", "slack.post_message", "slack.delete_message", "http.request", "host.tool_call", "allowance.grant"}; !slices.Equal(got, want) {
 		t.Errorf("names %v, want %v", got, want)
 	}
 	tools := map[string]string{}
@@ -44,6 +45,15 @@ func TestRegistryPinsTheContract(t *testing.T) {
 	if !slices.Equal(targets, []string{"http.request"}) || !slices.Equal(undo, []string{"slack.post_message", "http.request"}) {
 		t.Errorf("on targets %v, undoable %v", targets, undo)
 	}
+	var toolCalls []string
+	for _, d := range registry.All {
+		if d.ToolCalls {
+			toolCalls = append(toolCalls, d.Name)
+		}
+	}
+	if !slices.Equal(toolCalls, []string{"host.tool_call"}) {
+		t.Errorf("tool-call actions %v", toolCalls)
+	}
 	if _, ok := registry.Lookup("email.sent"); ok {
 		t.Error("Lookup found an unregistered name")
 	}
@@ -55,6 +65,7 @@ func TestUndoMatchesTheActions(t *testing.T) {
 	impls := map[string]approval.Action{
 		email.Name: (*email.Action)(nil), slackpost.Name: (*slackpost.Action)(nil),
 		slackpost.DeleteName: (*slackpost.Delete)(nil), httpreq.Name: (*httpreq.Action)(nil),
+		hosttool.Name: (*hosttool.Action)(nil),
 	}
 	for _, d := range registry.All {
 		a, ok := impls[d.Name]

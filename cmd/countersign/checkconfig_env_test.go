@@ -84,3 +84,28 @@ func TestCheckConfigEnvListsEveryNeed(t *testing.T) {
 		t.Errorf("without --env: exit %d\n%s", code, out)
 	}
 }
+
+// serve names every ${VAR} the file refers to that is not set, in one
+// error, before it opens anything; with them set, it starts.
+func TestServeReportsAllMissingReferencesAtOnce(t *testing.T) {
+	path := envPolicy(t)
+	env := map[string]string{"COUNTERSIGN_CONFIG": path, "COUNTERSIGN_LISTEN": "127.0.0.1:0",
+		"COUNTERSIGN_SMTP_URL": "smtp://127.0.0.1:1?tls=none", "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s",
+		"COUNTERSIGN_SLACK_API_URL": "http://127.0.0.1:1/api/"}
+	if u := os.Getenv("REDIS_URL"); u != "" {
+		env["COUNTERSIGN_REDIS_URL"], env["COUNTERSIGN_REDIS_MIN_REPLICAS"] = u, "0"
+	}
+	main := func() error {
+		return (&Main{Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }, Stderr: &syncBuffer{}}).openAndClose()
+	}
+	err := main()
+	if err == nil || !strings.Contains(err.Error(), "2 environment variable(s)") ||
+		!strings.Contains(err.Error(), "CAL_TOKEN (needed by ${CAL_TOKEN} at "+path+" line 13)") ||
+		!strings.Contains(err.Error(), "AGENT_HOOK_SECRET (needed by ${AGENT_HOOK_SECRET} at "+path+" line 7)") {
+		t.Fatalf("start with two references unset: %v", err)
+	}
+	env["CAL_TOKEN"], env["AGENT_HOOK_SECRET"] = "c", "a-callback-secret-of-32-chars..."
+	if err := main(); err != nil {
+		t.Fatalf("all set: %v", err)
+	}
+}

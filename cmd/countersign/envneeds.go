@@ -20,7 +20,9 @@ type envNeed struct {
 	Any []string
 	// Recommended needs only make serve warn when missing.
 	Recommended bool
-	By          []string // what needs it
+	// Ref: the policy file refers to it as ${NAME}.
+	Ref bool
+	By  []string // what needs it
 }
 
 var envRefRe = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
@@ -42,6 +44,7 @@ func envNeeds(path string, f *config.File) ([]envNeed, error) {
 					needs[i].By = append(needs[i].By, by)
 				}
 				needs[i].Recommended = needs[i].Recommended && n.Recommended
+				needs[i].Ref = needs[i].Ref || n.Ref
 				return
 			}
 		}
@@ -56,7 +59,7 @@ func envNeeds(path string, f *config.File) ([]envNeed, error) {
 			continue // a comment line
 		}
 		for _, m := range envRefRe.FindAllStringSubmatch(text, -1) {
-			add(envNeed{Name: m[1]}, fmt.Sprintf("${%s} at %s line %d", m[1], path, line))
+			add(envNeed{Name: m[1], Ref: true}, fmt.Sprintf("${%s} at %s line %d", m[1], path, line))
 		}
 	}
 	for _, ch := range f.Channels() {
@@ -135,4 +138,39 @@ func printEnvNeeds(w io.Writer, needs []envNeed, lookup func(string) (string, bo
 		fmt.Fprintf(w, "  %s: %s — needed by %s\n", name, state, strings.Join(n.By, "; "))
 	}
 	return missing
+}
+
+// checkEnv fails the start of serve naming every ${VAR} reference of the
+// policy file that is not set, all at once (rather than the first one a
+// component happens to expand). Channel credentials keep their own,
+// more specific start errors (slack.go, teams.go, email.go). It checks
+// presence only: a configured part that is down is a run-time matter.
+func (m *Main) checkEnv(path string, f *config.File) error {
+	needs, err := envNeeds(path, f)
+	if err != nil {
+		return err
+	}
+	lookup := func(n string) (string, bool) { v := m.get(n, ""); return v, v != "" }
+	var lines []string
+	for _, n := range needs {
+		if !n.Ref {
+			continue
+		}
+		ok := func() bool {
+			for _, name := range append([]string{n.Name}, n.Any...) {
+				if _, ok := lookup(name); ok {
+					return true
+				}
+			}
+			return false
+		}()
+		if !ok {
+			lines = append(lines, fmt.Sprintf("  %s (needed by %s)", strings.Join(append([]string{n.Name}, n.Any...), " or "), strings.Join(n.By, "; ")))
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d environment variable(s) that %s needs are not set:\n%s\n(countersign check-config --env %s lists them all)",
+		len(lines), path, strings.Join(lines, "\n"), path)
 }

@@ -1,6 +1,9 @@
 # countersign: a static binary on a distroless base, running as nonroot.
 #
-#   docker build -t countersign .
+#   docker build -t countersign --build-arg COMMIT=$(git rev-parse HEAD) .
+#
+# .git stays out of the build context, so the commit that
+# `countersign --version` names comes from the COMMIT build argument.
 #
 # Images are pinned by version tag; pin them by digest too where your
 # registry policy asks for it (docker buildx imagetools inspect IMAGE).
@@ -9,7 +12,8 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/countersign ./cmd/countersign
+ARG COMMIT=""
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.commit=${COMMIT}" -o /out/countersign ./cmd/countersign
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/countersign /usr/local/bin/countersign

@@ -62,3 +62,12 @@ type Rechecker interface {
 type Undoer interface {
 	UndoInput(ctx context.Context, op *Operation) (action string, input json.RawMessage, err error)
 }
+
+// AlwaysIrreversible is implemented by actions every operation of which is
+// irreversible (email.send). Allowances approve such operations only on a
+// route that says allowances: allow, so an allowance for one is refused
+// when no route it could meet says so (it would be approved, then never
+// used).
+type AlwaysIrreversible interface {
+	AlwaysIrreversible() bool
+}

@@ -93,9 +93,10 @@ type rawAllowance struct {
 	Reason string                     `json:"reason"`
 }
 
-// Prepare validates an allowance request. Returns invalid_input and
+// Prepare validates an allowance request. Returns invalid_input,
 // insufficient_scope (an allowance for an action the principal may not
-// prepare).
+// prepare) and policy_denied (rule allowance_not_honoured: no route would
+// let it approve anything).
 func (g grantAction) Prepare(_ context.Context, req PrepareRequest) (*Prepared, error) {
 	var raw rawAllowance
 	dec := json.NewDecoder(bytes.NewReader(req.Input))
@@ -159,6 +160,9 @@ func (g grantAction) Prepare(_ context.Context, req PrepareRequest) (*Prepared, 
 		fe.Add("reason", "required, at most 2000 characters: the human reads why")
 	}
 	if err := fe.Err(); err != nil {
+		return nil, err
+	}
+	if err := g.s.checkHonoured(req.Principal, in); err != nil {
 		return nil, err
 	}
 	attrs := map[string]string{"action": GrantAction, "allowed_action": in.Action}

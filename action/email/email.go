@@ -117,6 +117,9 @@ func New(sender mailer.Sender, from mail.Address, limits Limits) (*Action, error
 // Name returns "email.send".
 func (a *Action) Name() string { return Name }
 
+// AlwaysIrreversible: a sent email cannot be unsent.
+func (a *Action) AlwaysIrreversible() bool { return true }
+
 // Prepare validates and normalizes the agent's input and renders the
 // preview. Returns invalid_input listing every bad field (details.fields),
 // or policy_denied with details.rule max_recipients or allowed_domains.

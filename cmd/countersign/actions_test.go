@@ -10,13 +10,13 @@ import (
 	"github.com/countersign/countersign/approval"
 )
 
-type namedAction struct{ name string }
+type stubNamedAction struct{ name string }
 
-func (a namedAction) Name() string { return a.name }
-func (namedAction) Prepare(context.Context, approval.PrepareRequest) (*approval.Prepared, error) {
+func (a stubNamedAction) Name() string { return a.name }
+func (stubNamedAction) Prepare(context.Context, approval.PrepareRequest) (*approval.Prepared, error) {
 	return nil, nil
 }
-func (namedAction) Execute(context.Context, *approval.Operation) (json.RawMessage, error) {
+func (stubNamedAction) Execute(context.Context, *approval.Operation) (json.RawMessage, error) {
 	return nil, nil
 }
 
@@ -29,7 +29,7 @@ func TestWiredActionsAreRegistered(t *testing.T) {
 	if err := registered([]approval.Action{a}); err != nil {
 		t.Errorf("http.request: %v", err)
 	}
-	err = registered([]approval.Action{a, namedAction{"host.tool_call"}})
+	err = registered([]approval.Action{a, stubNamedAction{"host.tool_call"}})
 	if err == nil || !strings.Contains(err.Error(), "host.tool_call is wired but not registered") {
 		t.Errorf("unregistered action: %v", err)
 	}

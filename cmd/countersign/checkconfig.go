@@ -21,10 +21,14 @@ func init() { register(newCheckConfigCmd) }
 type sample struct {
 	action, principal, input string
 	attrs                    attrFlags
+	// env, when set (--env), lists the environment serve needs and fails
+	// when a required variable is missing from it.
+	env func(string) (string, bool)
 }
 
 func newCheckConfigCmd(c *cli) *cobra.Command {
 	var s sample
+	var withEnv bool
 	cmd := &cobra.Command{
 		Use:   "check-config [FILE]",
 		Short: "Validate a policy file and print what each route resolves to",
@@ -34,7 +38,12 @@ what before it goes live. It needs none of the secrets the file refers to.
 
 With --action and --principal it explains which route a sample operation takes and
 why each earlier route was skipped; give its attributes with --attr, or for
-http.request its input with --input.`,
+http.request its input with --input.
+
+With --env it also lists every environment variable serve needs with this file
+(each ${VAR} reference, the credentials of the channels the routes notify and of
+the actions scopes and routes name), set or MISSING, never their values, and
+exits 1 naming all the missing ones at once.`,
 		Example: `  countersign check-config countersign.yaml
   countersign check-config countersign.yaml --action http.request --principal support-agent --attr target=billing
   countersign check-config --action http.request --principal support-agent \
@@ -54,10 +63,14 @@ http.request its input with --input.`,
 			if s.action != "" && s.principal == "" {
 				return usagef("--action needs --principal: the sample operation is prepared by one of the file's principals")
 			}
+			if withEnv {
+				s.env = func(n string) (string, bool) { v := c.get(n); return v, v != "" }
+			}
 			return checkConfig(path, s, c.stdout)
 		},
 	}
 	f := cmd.Flags()
+	f.BoolVar(&withEnv, "env", false, "also list every environment variable and secret serve needs with this file, and exit 1 if any is missing")
 	f.StringVar(&s.action, "action", "", "explain the route of a sample operation of this action (e.g. email.send, http.request)")
 	f.StringVar(&s.principal, "principal", "", "… prepared by this principal")
 	f.Var(&s.attrs, "attr", "… with this attribute, key=value (repeatable; e.g. --attr target=calendar)")
@@ -168,6 +181,16 @@ func checkConfig(path string, s sample, stdout io.Writer) error {
 			sample[k] = v
 		}
 		explainSample(stdout, p, *action, pr, sample)
+	}
+	if s.env != nil {
+		needs, err := envNeeds(path, f)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout)
+		if missing := printEnvNeeds(stdout, needs, s.env); len(missing) > 0 {
+			return fmt.Errorf("%d environment variable(s) that serve needs with %s are not set: %s", len(missing), path, strings.Join(missing, ", "))
+		}
 	}
 	return nil
 }

@@ -153,6 +153,9 @@ func (m *Main) Open(ctx context.Context) error {
 		if file, err = config.Load(m.get("COUNTERSIGN_CONFIG", "")); err != nil {
 			return err
 		}
+		if err := m.checkEnv(m.get("COUNTERSIGN_CONFIG", ""), file); err != nil {
+			return err
+		}
 	}
 	policy := file.Policy()
 	if dev {

@@ -5,23 +5,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/countersign/countersign/internal/testing/otlptest"
 	"github.com/countersign/countersign/mcpserver"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
 )
 
 // spans records every span of a service in memory (the SDK's own
@@ -388,37 +384,19 @@ func promtool(t *testing.T, cmd, sub string, stdin []byte, args ...string) {
 }
 
 // TestTracesExportedOverOTLP: with OTEL_EXPORTER_OTLP_ENDPOINT set, spans
-// reach an OTLP/HTTP collector (a real server decoding the protobuf
-// export requests), named as the service, and are flushed at shutdown.
+// reach an OTLP/HTTP collector (a real server decoding the JSON export
+// requests against the OTLP protobuf definitions), named as the service,
+// and are flushed at shutdown.
 func TestTracesExportedOverOTLP(t *testing.T) {
-	var mu sync.Mutex
-	var got []*coltracepb.ExportTraceServiceRequest
-	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		req := &coltracepb.ExportTraceServiceRequest{}
-		if r.URL.Path != "/v1/traces" || r.Header.Get("Content-Type") != "application/x-protobuf" || proto.Unmarshal(body, req) != nil {
-			http.Error(w, "not an OTLP trace export", http.StatusBadRequest)
-			return
-		}
-		mu.Lock()
-		got = append(got, req)
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-		_, _ = w.Write(out)
-	}))
-	defer collector.Close()
-
+	collector := otlptest.Start(t)
 	srv := startService(t, serviceOpts{Env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL}})
 	if st, b := srv.call(t, "GET", "/v1/operations", srv.APIKey, ""); st != 200 {
 		t.Fatalf("list: %d %s", st, b)
 	}
 	srv.stop(t) // flushes the batch
-	mu.Lock()
-	defer mu.Unlock()
 	var names []string
 	var service string
-	for _, req := range got {
+	for _, req := range collector.Requests() {
 		for _, rs := range req.ResourceSpans {
 			for _, a := range rs.Resource.Attributes {
 				if a.Key == "service.name" {

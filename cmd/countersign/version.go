@@ -5,8 +5,19 @@ import (
 	"runtime/debug"
 )
 
+// Set at link time where the build cannot see the git checkout (the
+// Dockerfile's build context leaves .git out):
+//
+//	go build -ldflags "-X main.commit=$(git rev-parse HEAD) -X main.version=v1.4.0" ./cmd/countersign
+//
+// The VCS stamp of go build/go install in a checkout wins over commit.
+var commit, version string
+
 // buildVersion is the module version the binary was built from, or "dev".
 func buildVersion() string {
+	if version != "" {
+		return version
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}
@@ -17,10 +28,21 @@ func buildVersion() string {
 // the module version and the VCS commit it was built from, when the build
 // recorded them (go build in a git checkout does; -buildvcs=false does not).
 func versionString() string {
-	v := buildVersion()
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return v + " (no build information)"
+		bi = nil
+	}
+	return describeBuild(buildVersion(), bi, commit)
+}
+
+// describeBuild names version v, the commit (from the build's VCS stamp,
+// else linked) and whether the tree had uncommitted changes.
+func describeBuild(v string, bi *debug.BuildInfo, linked string) string {
+	if bi == nil {
+		bi = &debug.BuildInfo{GoVersion: "go version unknown"}
+		if linked == "" {
+			return v + " (no build information)"
+		}
 	}
 	var rev, at, modified string
 	for _, s := range bi.Settings {
@@ -34,7 +56,10 @@ func versionString() string {
 		}
 	}
 	if rev == "" {
-		return fmt.Sprintf("%s (commit unknown: built without VCS information; %s)", v, bi.GoVersion)
+		rev = linked
+	}
+	if rev == "" {
+		return fmt.Sprintf("%s (commit unknown: built without VCS information; build in a git checkout or pass -ldflags \"-X main.commit=…\"; %s)", v, bi.GoVersion)
 	}
 	out := v + " (commit " + rev
 	if at != "" {

@@ -179,6 +179,13 @@ func WrapActions(as []approval.Action, m *Metrics, tp trace.TracerProvider) []ap
 	return out
 }
 
+// AlwaysIrreversible forwards the wrapped action's answer (every wrapper
+// embeds *action, so each combination below has it).
+func (a *action) AlwaysIrreversible() bool {
+	ai, ok := a.next.(approval.AlwaysIrreversible)
+	return ok && ai.AlwaysIrreversible()
+}
+
 // WrapAction wraps one action, keeping its optional interfaces.
 func WrapAction(a approval.Action, m *Metrics, tp trace.TracerProvider) approval.Action {
 	base := &action{next: a, m: m, tracer: tracer(tp)}

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -40,14 +39,15 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 	return t.shutdown(ctx)
 }
 
-// TracingFromEnv exports spans over OTLP/HTTP (protobuf) when
+// TracingFromEnv exports spans over OTLP/HTTP (JSON encoding) when
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (used as is) or
 // OTEL_EXPORTER_OTLP_ENDPOINT (with /v1/traces appended) is set, as the
 // OpenTelemetry specification says; otherwise tracing is off and costs
 // nothing. OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES name the
 // service (default countersign), OTEL_TRACES_SAMPLER picks the sampler
 // (default: parent-based, always on), and the exporter reads
-// OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT and _CERTIFICATE itself.
+// OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION, _CERTIFICATE and
+// _CLIENT_CERTIFICATE/_CLIENT_KEY (each also in its _TRACES_ form).
 func TracingFromEnv(ctx context.Context, env func(string) (string, bool), version string) (*Tracing, error) {
 	get := func(k string) string { v, _ := env(k); return strings.TrimSpace(v) }
 	endpoint := get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
@@ -62,9 +62,9 @@ func TracingFromEnv(ctx context.Context, env func(string) (string, bool), versio
 	if u, err := url.Parse(endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT: %q is not an http:// or https:// URL", endpoint)
 	}
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint))
+	exp, err := otlpExporterFromEnv(endpoint, get)
 	if err != nil {
-		return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
+		return nil, fmt.Errorf("tracing: %w", err)
 	}
 	res, err := resource.New(ctx,
 		resource.WithAttributes(attribute.String("service.name", "countersign"), attribute.String("service.version", version)),

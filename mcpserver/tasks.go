@@ -24,14 +24,11 @@ package mcpserver
 // of the operation, which holds no capability.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/countersign/countersign/approval"
@@ -69,58 +66,6 @@ const (
 	flavorExperimental        // protocol 2025-11-25, params.task
 	flavorExtension           // protocol 2026-07-28, io.modelcontextprotocol/tasks
 )
-
-type rpcMsg struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id,omitempty"`
-	Method  string          `json:"method,omitempty"`
-	Params  json.RawMessage `json:"params,omitempty"`
-	Result  json.RawMessage `json:"result,omitempty"`
-	Error   *rpcErr         `json:"error,omitempty"`
-}
-
-type rpcErr struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-	Data    any    `json:"data,omitempty"`
-}
-
-func (e *rpcErr) Error() string { return e.Message }
-
-// reqMeta is what the task layer reads of a request's params.
-type reqMeta struct {
-	Meta map[string]json.RawMessage `json:"_meta"`
-}
-
-type clientCaps struct {
-	Extensions  map[string]json.RawMessage `json:"extensions"`
-	Elicitation *struct {
-		URL json.RawMessage `json:"url"`
-	} `json:"elicitation"`
-}
-
-// caps are the request's own client capabilities (protocol 2026-07-28).
-func (m reqMeta) caps() clientCaps {
-	var c clientCaps
-	if raw, ok := m.Meta[metaClientCaps]; ok {
-		_ = json.Unmarshal(raw, &c)
-	}
-	return c
-}
-
-func (m reqMeta) version(header string) string {
-	var v string
-	if raw, ok := m.Meta[metaProtocolVersion]; ok {
-		_ = json.Unmarshal(raw, &v)
-	}
-	if v == "" {
-		v = header
-	}
-	return v
-}
-
-func (c clientCaps) tasks() bool     { _, ok := c.Extensions[extTasks]; return ok }
-func (c clientCaps) urlElicit() bool { return c.Elicitation != nil && c.Elicitation.URL != nil }
 
 // taskLayer answers the task methods and turns send_operation into a task
 // where the client asks for one. Its zero value speaks tasks without URL
@@ -201,50 +146,6 @@ func (t *taskLayer) handle(b Backend, p *approval.Principal, raw []byte, version
 		}}
 	}
 	return exchange{forward: raw}
-}
-
-// reply is a JSON-RPC response.
-func reply(id json.RawMessage, result any, err *rpcErr) []byte {
-	out := map[string]any{"jsonrpc": "2.0", "id": id}
-	if err != nil {
-		out["error"] = err
-	} else {
-		out["result"] = result
-	}
-	b, merr := jsonx.Marshal(out)
-	if merr != nil {
-		b, _ = jsonx.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": rpcErr{Code: rpcInternal, Message: "internal error"}})
-	}
-	return b
-}
-
-// patchResult edits a successful result as a JSON object.
-func patchResult(edit func(map[string]any)) func(rpcMsg) rpcMsg {
-	return func(resp rpcMsg) rpcMsg {
-		if resp.Error != nil || len(resp.Result) == 0 {
-			return resp
-		}
-		dec := json.NewDecoder(bytes.NewReader(resp.Result))
-		dec.UseNumber() // pass numbers through as written
-		var obj map[string]any
-		if dec.Decode(&obj) != nil || obj == nil {
-			return resp
-		}
-		edit(obj)
-		if b, err := jsonx.Marshal(obj); err == nil {
-			resp.Result = b
-		}
-		return resp
-	}
-}
-
-func child(m map[string]any, name string) map[string]any {
-	c, ok := m[name].(map[string]any)
-	if !ok {
-		c = map[string]any{}
-		m[name] = c
-	}
-	return c
 }
 
 // declareTasks adds the 2025-11-25 server capability: task-augmented
@@ -328,23 +229,6 @@ func (t *taskLayer) toolsCall(b Backend, p *approval.Principal, m rpcMsg, raw []
 		ask = p
 	}
 	return exchange{forward: stripParams(m, "task", "inputResponses", "requestState"), rewrite: t.sendRewrite(fl, ask, cp.Name, args.OperationKey)}
-}
-
-func answerNow(id json.RawMessage, result any, err *rpcErr) exchange {
-	return exchange{answer: func(context.Context) []byte { return reply(id, result, err) }}
-}
-
-// stripParams is m without the named params (the SDK knows none of them).
-func stripParams(m rpcMsg, names ...string) []byte {
-	var params map[string]json.RawMessage
-	if json.Unmarshal(m.Params, &params) == nil {
-		for _, n := range names {
-			delete(params, n)
-		}
-		m.Params, _ = jsonx.Marshal(params)
-	}
-	b, _ := jsonx.Marshal(m)
-	return b
 }
 
 // toolResult is what the task layer reads of a CallToolResult.
@@ -534,135 +418,4 @@ func finalResult(v approval.View, taskID string) json.RawMessage {
 	}
 	b, _ := json.Marshal(res)
 	return b
-}
-
-// taskParams are the params of the task methods.
-type taskParams struct {
-	TaskID string  `json:"taskId"`
-	Cursor *string `json:"cursor"`
-}
-
-// taskMethod answers tasks/get, tasks/result, tasks/list, tasks/cancel
-// and tasks/update from the caller's operations.
-func (t *taskLayer) taskMethod(ctx context.Context, b Backend, fl flavor, m rpcMsg) (any, *rpcErr) {
-	var tp taskParams
-	if len(m.Params) > 0 && json.Unmarshal(m.Params, &tp) != nil {
-		return nil, &rpcErr{Code: rpcInvalidParams, Message: "params must be an object"}
-	}
-	if m.Method == "tasks/list" {
-		if fl == flavorExtension {
-			return nil, &rpcErr{Code: rpcMethodNotFound, Message: "tasks/list is not part of the tasks extension"}
-		}
-		if tp.Cursor != nil && *tp.Cursor != "" {
-			return nil, &rpcErr{Code: rpcInvalidParams, Message: "invalid cursor: the list has one page"}
-		}
-		cctx, cancel := context.WithTimeout(ctx, CallTimeout)
-		defer cancel()
-		views, err := b.List(cctx, "")
-		if err != nil {
-			return nil, backendErr(err)
-		}
-		tasks := []wireTask{}
-		for _, v := range views {
-			if v.Status != approval.StatusDraft {
-				tasks = append(tasks, t.task(v, fl, false))
-			}
-		}
-		return map[string]any{"tasks": tasks}, nil
-	}
-	if m.Method == "tasks/result" && fl == flavorExtension {
-		return nil, &rpcErr{Code: rpcMethodNotFound, Message: "tasks/result is not part of the tasks extension: tasks/get carries the result"}
-	}
-	if m.Method == "tasks/update" && fl != flavorExtension {
-		return nil, &rpcErr{Code: rpcMethodNotFound, Message: "method not found: tasks/update"}
-	}
-	v, rerr := t.lookup(ctx, b, tp.TaskID)
-	if rerr != nil {
-		return nil, rerr
-	}
-	switch m.Method {
-	case "tasks/get":
-		out := t.task(v, fl, true)
-		if fl == flavorExtension {
-			out.ResultType = "complete"
-		}
-		return out, nil
-	case "tasks/update": // no task of ours ever asks for input: an ack
-		return map[string]any{"resultType": "complete"}, nil
-	case "tasks/result":
-		deadline := time.Now().Add(taskResultLimit)
-		for !v.Status.Terminal() {
-			if time.Now().After(deadline) {
-				return nil, &rpcErr{Code: rpcInternal, Message: "the task has not finished yet; poll tasks/get"}
-			}
-			began := time.Now()
-			var err error
-			if v, err = b.Get(ctx, v.OperationKey, MaxWaitSeconds*time.Second); err != nil {
-				return nil, backendErr(err)
-			}
-			if !v.Status.Terminal() && time.Since(began) < time.Second {
-				// The long-poll came back at once (the service is closing):
-				// do not spin.
-				select {
-				case <-ctx.Done():
-					return nil, &rpcErr{Code: rpcInternal, Message: "the task has not finished yet; poll tasks/get"}
-				case <-time.After(taskPollInterval):
-				}
-			}
-		}
-		return json.RawMessage(finalResult(v, v.OperationKey)), nil
-	case "tasks/cancel":
-		if fl == flavorExperimental && v.Status.Terminal() {
-			return nil, &rpcErr{Code: rpcInvalidParams, Message: "the task has already ended (" + taskStatus(v.Status, fl) + "): it cannot be cancelled"}
-		}
-		cctx, cancel := context.WithTimeout(ctx, CallTimeout)
-		defer cancel()
-		nv, err := b.Cancel(cctx, v.OperationKey)
-		if fl == flavorExtension {
-			// Cooperative: an ack, whatever the operation could still do.
-			if err != nil && approval.ErrorCode(err) != approval.CodeInvalidState {
-				return nil, backendErr(err)
-			}
-			return map[string]any{"resultType": "complete"}, nil
-		}
-		if err != nil {
-			if approval.ErrorCode(err) == approval.CodeInvalidState {
-				return nil, &rpcErr{Code: rpcInvalidParams, Message: "the task cannot be cancelled now: a human has approved it and countersign is carrying it out"}
-			}
-			return nil, backendErr(err)
-		}
-		return t.task(nv, fl, false), nil
-	}
-	return nil, &rpcErr{Code: rpcMethodNotFound, Message: "method not found: " + m.Method}
-}
-
-// lookup reads the task's operation: the caller's own, sent.
-func (t *taskLayer) lookup(ctx context.Context, b Backend, id string) (approval.View, *rpcErr) {
-	if id == "" {
-		return approval.View{}, &rpcErr{Code: rpcInvalidParams, Message: "taskId is required"}
-	}
-	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
-	defer cancel()
-	v, err := b.Get(cctx, id, 0)
-	if err != nil {
-		return approval.View{}, backendErr(err)
-	}
-	if v.Status == approval.StatusDraft {
-		return approval.View{}, &rpcErr{Code: rpcInvalidParams, Message: "Failed to retrieve task: Task not found (the operation was never sent)"}
-	}
-	return v, nil
-}
-
-// backendErr turns a backend error into a JSON-RPC error: a task that is
-// not the caller's is not found; foreign errors say nothing of themselves.
-func backendErr(err error) *rpcErr {
-	var e *approval.Error
-	if !errors.As(err, &e) {
-		return &rpcErr{Code: rpcInternal, Message: "internal error"}
-	}
-	switch e.Code {
-	case approval.CodeNotFound, approval.CodeInvalidInput:
-		return &rpcErr{Code: rpcInvalidParams, Message: "Failed to retrieve task: Task not found"}
-	}
-	return &rpcErr{Code: rpcInternal, Message: strings.TrimSpace(errorText(e)), Data: ErrorContent{Error: e}}
 }

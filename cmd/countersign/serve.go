@@ -18,7 +18,6 @@ import (
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/internal/telemetry"
-	"github.com/countersign/countersign/channel/console"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/web"
 	"github.com/prometheus/client_golang/prometheus"
@@ -364,7 +363,7 @@ func (m *Main) Open(ctx context.Context) error {
 		},
 		SignIn: ppl.signIn, Sessions: m.Store, SessionTTL: ppl.sessionTTL,
 		Tracer: m.tracing.Provider, BodyLimit: int(file.Settings.MaxRequestBytes),
-		Tools:  mcpTools(svc),
+		Tools: mcpTools(svc),
 	})
 	if err != nil {
 		ln.Close()
@@ -425,53 +424,6 @@ func (m *Main) auditOutput() (io.Writer, error) {
 	return m.Stderr, nil
 }
 
-func (m *Main) devBanner() {
-	storeNote := "an embedded in-memory Redis: ALL DATA IS LOST WHEN THIS PROCESS EXITS"
-	if m.mini == nil {
-		storeNote = "the Redis at COUNTERSIGN_REDIS_URL"
-	}
-	fmt.Fprintf(m.Stderr, `
-==========================================================================
- countersign DEVELOPMENT MODE (no COUNTERSIGN_CONFIG)
-   store:     %s
-   API:       %s/v1/operations
-   agent:     dev-agent, API key: %s
-   operator:  dev-operator, operator key: %s
-              (COUNTERSIGN_URL=%s COUNTERSIGN_OPERATOR_KEY=<that key> countersign ops list)
-   approver:  "you" - approval links are printed here, never sent to the agent
-   email:     email.send delivers to %s
-   receipts:  signed with %s, published at %s/.well-known/jwks.json
-==========================================================================
-
-`, storeNote, m.PublicURL, m.DevAPIKey, m.DevOperatorKey, m.PublicURL, m.devMailNote(), m.receiptNote(), m.PublicURL)
-}
-
-func (m *Main) receiptNote() string {
-	if m.get("COUNTERSIGN_RECEIPT_KEYS", "") != "" {
-		return "key " + m.ReceiptKeyID + " from COUNTERSIGN_RECEIPT_KEYS"
-	}
-	return "a key generated at start (kid " + m.ReceiptKeyID + "; it dies with this process)"
-}
-
-func (m *Main) devMailNote() string {
-	if m.get("COUNTERSIGN_SMTP_URL", "") != "" {
-		return "the SMTP server at COUNTERSIGN_SMTP_URL"
-	}
-	return m.PublicURL + "/dev/mail (nothing leaves this machine)"
-}
-
-// devConfig is the policy of development mode: one agent allowed every
-// action, one operator, one approver "you" reached through the console.
-func devConfig() *config.File {
-	return &config.File{
-		Principals: []config.PrincipalSpec{{ID: "dev-agent", Scopes: []string{"*"}}},
-		Operators:  []config.OperatorSpec{{ID: "dev-operator"}},
-		Approvers:  []config.ApproverSpec{{ID: "you", Name: "You (development)"}},
-		Routes: []config.RouteSpec{{Name: "development", Approvers: config.Who{IDs: []string{"you"}},
-			Required: 1, Notify: []string{"console"}}},
-	}
-}
-
 // Close stops the server (ending long-polls), the workers, and the store.
 func (m *Main) Close() error {
 	var errs []error
@@ -510,42 +462,6 @@ func (m *Main) Close() error {
 		m.tracing = nil
 	}
 	return errors.Join(errs...)
-}
-
-// effects are the actions and channels built from the configuration.
-type effects struct {
-	actions   []approval.Action
-	notifiers map[string]approval.Notifier
-	devMail   web.DevMail
-	close     []func() error
-	extra     []func(*approval.Service, *Main) []web.Mount
-}
-
-func (e *effects) mounts(svc *approval.Service, m *Main) []web.Mount {
-	var out []web.Mount
-	for _, f := range e.extra {
-		out = append(out, f(svc, m)...)
-	}
-	return out
-}
-
-// effects builds the actions and notifiers the configuration asks for.
-func (m *Main) effects(file *config.File, dev bool) (*effects, error) {
-	e := &effects{notifiers: map[string]approval.Notifier{
-		"console": &console.Console{W: m.Stderr},
-	}}
-	// One function per family of effects, each in its own file.
-	for _, add := range []func(*effects, *config.File, bool) error{
-		m.emailEffects, m.slackEffects, m.teamsEffects, m.httpEffects, m.webhookEffects, m.mcpEffects, m.hostToolEffects,
-	} {
-		if err := add(e, file, dev); err != nil {
-			return nil, err
-		}
-	}
-	if err := registered(e.actions); err != nil {
-		return nil, err
-	}
-	return e, nil
 }
 
 // durationEnv parses an optional duration setting ("" is zero).

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/testing/fakeslack"
 	"github.com/countersign/countersign/channel/slack/slackapp"
+	"github.com/countersign/countersign/internal/testing/fakeslack"
 )
 
 // On a route with allow_edit the message offers Edit: the clicking

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/testing/fakeslack"
 	"github.com/countersign/countersign/channel/slack/slackapp"
+	"github.com/countersign/countersign/internal/testing/fakeslack"
 )
 
 // FuzzInteraction: no request body makes the interaction handler panic;

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/testing/fakeslack"
 	"github.com/countersign/countersign/channel/slack/slackapp"
+	"github.com/countersign/countersign/internal/testing/fakeslack"
 )
 
 // Tests written for the survivors of the mutation run of issue 19 (see

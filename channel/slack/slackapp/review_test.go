@@ -8,8 +8,8 @@ import (
 
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/approval/safetext"
-	"github.com/countersign/countersign/internal/testing/fakeslack"
 	"github.com/countersign/countersign/channel/slack/slackapp"
+	"github.com/countersign/countersign/internal/testing/fakeslack"
 	"github.com/slack-go/slack"
 )
 

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/testing/fakeslack"
 	"github.com/countersign/countersign/channel/slack/slackapp"
+	"github.com/countersign/countersign/internal/testing/fakeslack"
 )
 
 // An allowance approved in Slack offers its approvers a Revoke button;

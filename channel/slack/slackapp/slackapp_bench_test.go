@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/testing/fakeslack"
 	notifyslack "github.com/countersign/countersign/channel/slack"
+	"github.com/countersign/countersign/internal/testing/fakeslack"
 )
 
 // BenchmarkClickToAck measures the click-to-ack latency of

@@ -9,8 +9,8 @@ import (
 
 	"github.com/countersign/countersign/action/slackpost"
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/testing/fakeslack"
 	"github.com/countersign/countersign/channel/slack/slackapp"
+	"github.com/countersign/countersign/internal/testing/fakeslack"
 	"github.com/slack-go/slack"
 )
 

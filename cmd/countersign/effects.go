@@ -1,0 +1,44 @@
+package main
+
+import (
+	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/channel/console"
+	"github.com/countersign/countersign/config"
+	"github.com/countersign/countersign/web"
+)
+
+// effects are the actions and channels built from the configuration.
+type effects struct {
+	actions   []approval.Action
+	notifiers map[string]approval.Notifier
+	devMail   web.DevMail
+	close     []func() error
+	extra     []func(*approval.Service, *Main) []web.Mount
+}
+
+func (e *effects) mounts(svc *approval.Service, m *Main) []web.Mount {
+	var out []web.Mount
+	for _, f := range e.extra {
+		out = append(out, f(svc, m)...)
+	}
+	return out
+}
+
+// effects builds the actions and notifiers the configuration asks for.
+func (m *Main) effects(file *config.File, dev bool) (*effects, error) {
+	e := &effects{notifiers: map[string]approval.Notifier{
+		"console": &console.Console{W: m.Stderr},
+	}}
+	// One function per family of effects, each in its own file.
+	for _, add := range []func(*effects, *config.File, bool) error{
+		m.emailEffects, m.slackEffects, m.teamsEffects, m.httpEffects, m.webhookEffects, m.mcpEffects, m.hostToolEffects,
+	} {
+		if err := add(e, file, dev); err != nil {
+			return nil, err
+		}
+	}
+	if err := registered(e.actions); err != nil {
+		return nil, err
+	}
+	return e, nil
+}

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/testing/redistest"
 	"github.com/countersign/countersign/channel/callback"
+	"github.com/countersign/countersign/internal/testing/redistest"
 )
 
 var hookSecret = []byte("status-webhook-test-secret")

@@ -13,12 +13,12 @@ import (
 
 	actemail "github.com/countersign/countersign/action/email"
 	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/channel/email/mailer"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/testing/openapitest"
 	"github.com/countersign/countersign/internal/testing/redistest"
 	"github.com/countersign/countersign/internal/testing/smtptest"
 	"github.com/countersign/countersign/internal/testing/testkit"
-	"github.com/countersign/countersign/channel/email/mailer"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/web"
 )

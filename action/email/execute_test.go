@@ -10,8 +10,8 @@ import (
 
 	"github.com/countersign/countersign/action/email"
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/testing/smtptest"
 	"github.com/countersign/countersign/channel/email/mailer"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 )
 
 const fullInput = `{"to":["Ann Lee <ann@client.example>"],"cc":["\"Doe, Jane\" <jane@bücher.example>"],"bcc":["audit@corp.example"],` +

@@ -13,9 +13,9 @@ import (
 	actemail "github.com/countersign/countersign/action/email"
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/approval/safetext"
-	"github.com/countersign/countersign/internal/testing/smtptest"
-	"github.com/countersign/countersign/channel/email/mailer"
 	"github.com/countersign/countersign/channel/email"
+	"github.com/countersign/countersign/channel/email/mailer"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 )
 
 const link = "https://countersign.example/a/k1.b3BfYWJjfGdyYWNlfGVtYWlsfDE3OTk5OTk5OTl8bm9uY2U.c2lnbmF0dXJlLXNpZ25hdHVyZS1zaWduYXR1cmU"

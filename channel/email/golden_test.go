@@ -6,8 +6,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/countersign/countersign/internal/testing/smtptest"
 	"github.com/countersign/countersign/channel/email/mailer"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/approval_request.txt")

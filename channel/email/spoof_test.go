@@ -10,8 +10,8 @@ import (
 
 	actemail "github.com/countersign/countersign/action/email"
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/testing/smtptest"
 	"github.com/countersign/countersign/channel/email/mailer"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 )
 
 // Agent text in the plaintext approval email could end with a fake

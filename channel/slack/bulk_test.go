@@ -11,8 +11,8 @@ import (
 
 	"github.com/countersign/countersign/action/httpreq"
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/testing/fakeslack"
 	notifyslack "github.com/countersign/countersign/channel/slack"
+	"github.com/countersign/countersign/internal/testing/fakeslack"
 )
 
 // bulkMessage prepares a bulk moving events 1..n with the real

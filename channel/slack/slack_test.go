@@ -12,9 +12,9 @@ import (
 
 	actemail "github.com/countersign/countersign/action/email"
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/testing/fakeslack"
 	"github.com/countersign/countersign/channel/email/mailer"
 	notifyslack "github.com/countersign/countersign/channel/slack"
+	"github.com/countersign/countersign/internal/testing/fakeslack"
 	slackgo "github.com/slack-go/slack"
 )
 

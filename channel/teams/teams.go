@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/editorder"
 	"github.com/countersign/countersign/channel/teams/teamscard"
+	"github.com/countersign/countersign/internal/editorder"
 )
 
 var (

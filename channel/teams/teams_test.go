@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/testing/faketeams"
 	"github.com/countersign/countersign/channel/teams"
+	"github.com/countersign/countersign/internal/testing/faketeams"
 )
 
 var bg = context.Background()

@@ -3,8 +3,8 @@ package main
 import (
 	"fmt"
 
-	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/channel/callback"
+	"github.com/countersign/countersign/config"
 )
 
 // callbacks builds the principals' status webhooks (callback_url), their

@@ -7,9 +7,9 @@ import (
 	"strconv"
 
 	actemail "github.com/countersign/countersign/action/email"
-	"github.com/countersign/countersign/config"
-	"github.com/countersign/countersign/channel/email/mailer"
 	notifyemail "github.com/countersign/countersign/channel/email"
+	"github.com/countersign/countersign/channel/email/mailer"
+	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/web"
 )
 

@@ -14,9 +14,9 @@ import (
 
 	"github.com/countersign/countersign/action/slackpost"
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/config"
 	notifyslack "github.com/countersign/countersign/channel/slack"
 	"github.com/countersign/countersign/channel/slack/slackapp"
+	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/web"
 	"github.com/slack-go/slack"
 )

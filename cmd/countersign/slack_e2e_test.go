@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
+	notifyslack "github.com/countersign/countersign/channel/slack"
 	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/internal/testing/fakeslack"
-	notifyslack "github.com/countersign/countersign/channel/slack"
 )
 
 const slackTestSecret = "e2e-signing-secret-0123456789abcdef"

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/config"
 	notifyteams "github.com/countersign/countersign/channel/teams"
 	"github.com/countersign/countersign/channel/teams/teamsapp"
+	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/web"
 )
 

@@ -3,8 +3,8 @@ package main
 import (
 	"fmt"
 
-	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/channel/webhook"
+	"github.com/countersign/countersign/config"
 )
 
 // webhookEffects wires the webhook channel: the webhooks of the policy

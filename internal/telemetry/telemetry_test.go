@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/testing/redistest"
 	"github.com/countersign/countersign/internal/telemetry"
+	"github.com/countersign/countersign/internal/testing/redistest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/testing/smtptest"
 	"github.com/countersign/countersign/channel/email/mailer"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 )
 
 // TestSendKeepsTheConnection: messages one after another go over one

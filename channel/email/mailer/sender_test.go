@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/testing/smtptest"
 	"github.com/countersign/countersign/channel/email/mailer"
+	"github.com/countersign/countersign/internal/testing/smtptest"
 )
 
 func testMessage() *mailer.Message {

@@ -12,15 +12,15 @@ import (
 
 	actemail "github.com/countersign/countersign/action/email"
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/testing/faketeams"
+	notifyemail "github.com/countersign/countersign/channel/email"
+	"github.com/countersign/countersign/channel/email/mailer"
+	notifyteams "github.com/countersign/countersign/channel/teams"
+	"github.com/countersign/countersign/channel/teams/teamsapp"
 	"github.com/countersign/countersign/internal/httpbody"
+	"github.com/countersign/countersign/internal/testing/faketeams"
 	"github.com/countersign/countersign/internal/testing/redistest"
 	"github.com/countersign/countersign/internal/testing/smtptest"
-	"github.com/countersign/countersign/channel/email/mailer"
-	notifyemail "github.com/countersign/countersign/channel/email"
-	notifyteams "github.com/countersign/countersign/channel/teams"
 	"github.com/countersign/countersign/store"
-	"github.com/countersign/countersign/channel/teams/teamsapp"
 	"github.com/gofiber/fiber/v2"
 )
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/testing/faketeams"
 	"github.com/countersign/countersign/channel/teams/teamsapp"
+	"github.com/countersign/countersign/internal/testing/faketeams"
 )
 
 // Tests written for the survivors of the mutation run of issue 19 (see

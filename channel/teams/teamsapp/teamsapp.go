@@ -31,8 +31,8 @@ import (
 
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/channel/chatreply"
-	"github.com/countersign/countersign/internal/httpbody"
 	"github.com/countersign/countersign/channel/teams/teamscard"
+	"github.com/countersign/countersign/internal/httpbody"
 	"github.com/gofiber/fiber/v2"
 )
 

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/countersign/countersign/internal/testing/faketeams"
 	"github.com/countersign/countersign/channel/teams/teamscard"
+	"github.com/countersign/countersign/internal/testing/faketeams"
 )
 
 func pending() approval.Message {

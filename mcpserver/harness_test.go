@@ -20,7 +20,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/countersign/countersign/internal/testing/testkit"
 	"io"
 	"log/slog"
 	"net"
@@ -31,6 +30,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/internal/testing/testkit"
 
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/client"

@@ -1,11 +1,7 @@
 package mcpserver_test
 
 import (
-	"bufio"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,69 +19,18 @@ import (
 //
 //	(cd mcpserver/testdata/tsclient && npm ci) && go test -run TestTypeScriptSDKTasks ./mcpserver
 func TestTypeScriptSDKTasks(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed")
-	}
-	dir, _ := filepath.Abs("testdata/tsclient")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		t.Skip("the TypeScript SDK is not installed: run npm ci in mcpserver/testdata/tsclient")
-	}
 	h := newHarness(t)
-	cmd := exec.Command(node, "tasks.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "MCP_URL="+h.httpURL(t), "MCP_URL2="+h.replica(t), "API_KEY="+agentKey)
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	must(t, err)
-	must(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-
-	steps := map[string]json.RawMessage{}
-	lines := make(chan string)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			lines <- sc.Text()
+	steps, out := runTSClient(t, "tasks.mjs", []string{"MCP_URL=" + h.httpURL(t), "MCP_URL2=" + h.replica(t)}, 90*time.Second, func(step string, value json.RawMessage) {
+		if step == "decide" {
+			var d struct {
+				Key     string `json:"key"`
+				Approve bool   `json:"approve"`
+				Reason  string `json:"reason"`
+			}
+			must(t, json.Unmarshal(value, &d))
+			h.approve(t, d.Key, d.Approve, d.Reason)
 		}
-		close(lines)
-	}()
-	var all strings.Builder
-	timeout := time.After(90 * time.Second)
-loop:
-	for {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				break loop
-			}
-			all.WriteString(line + "\n")
-			var s struct {
-				Step  string          `json:"step"`
-				Value json.RawMessage `json:"value"`
-			}
-			if err := json.Unmarshal([]byte(line), &s); err != nil {
-				t.Fatalf("not a step: %q", line)
-			}
-			steps[s.Step] = s.Value
-			if s.Step == "decide" {
-				var d struct {
-					Key     string `json:"key"`
-					Approve bool   `json:"approve"`
-					Reason  string `json:"reason"`
-				}
-				must(t, json.Unmarshal(s.Value, &d))
-				h.approve(t, d.Key, d.Approve, d.Reason)
-			}
-		case <-timeout:
-			t.Fatalf("the TypeScript client did not finish; stderr:\n%s\nout:\n%s", stderr.String(), all.String())
-		}
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("node: %v\n%s", err, stderr.String())
-	}
+	})
 
 	type msg struct {
 		Type          string         `json:"type"`
@@ -157,5 +102,5 @@ loop:
 	if plain.IsError || plain.Structured["status"] != "pending_approval" || plain.Capabilities != nil {
 		t.Errorf("without the tasks capability: %s", steps["plain"])
 	}
-	assertNoSecrets(t, h.secrets(), map[string]string{"TypeScript client output": all.String()})
+	assertNoSecrets(t, h.secrets(), map[string]string{"TypeScript client output": out})
 }

@@ -19,7 +19,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/countersign/countersign/internal/testing/testkit"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -34,6 +33,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/internal/testing/testkit"
 
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/mcpserver"
@@ -908,54 +909,18 @@ func stats(ds []time.Duration) string {
 // only where node is installed and the SDK was fetched (npm ci in that
 // directory).
 func TestMCPTypeScriptSDKThroughServe(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed")
-	}
-	dir, _ := filepath.Abs("../../mcpserver/testdata/tsclient")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		t.Skip("the TypeScript SDK is not installed: run npm ci in mcpserver/testdata/tsclient")
-	}
 	srv := startService(t, serviceOpts{})
 	requireAction(t, srv, "email.send")
-	cmd := exec.Command(node, "client.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "MCP_URL="+srv.URL()+"/mcp", "API_KEY="+srv.APIKey)
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
-	must(t, err)
-	must(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-
-	var out strings.Builder
 	var link string
-	steps := map[string]json.RawMessage{}
-	dec := json.NewDecoder(stdout)
-	for {
-		var s struct {
-			Step  string          `json:"step"`
-			Value json.RawMessage `json:"value"`
-		}
-		if err := dec.Decode(&s); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatalf("reading the TypeScript client: %v\n%s", err, stderr.String())
-		}
-		b, _ := json.Marshal(s)
-		out.Write(append(b, '\n'))
-		steps[s.Step] = s.Value
-		if s.Step == "waiting" {
+	steps, out := runTSClient(t, "client.mjs", []string{"MCP_URL=" + srv.URL() + "/mcp", "API_KEY=" + srv.APIKey}, func(step string, value json.RawMessage) {
+		if step == "waiting" {
 			var key string
-			must(t, json.Unmarshal(s.Value, &key))
+			must(t, json.Unmarshal(value, &key))
 			link = srv.consoleLink(t, key, "you")
 			time.Sleep(200 * time.Millisecond)
 			newBrowser().decide(t, link, "approve", "")
 		}
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("node: %v\n%s", err, stderr.String())
-	}
+	})
 	for _, want := range []struct{ step, text string }{
 		{"unauthenticated", "unauthenticated"},
 		{"prepare", `"status":"draft"`},
@@ -1001,7 +966,7 @@ func TestMCPTypeScriptSDKThroughServe(t *testing.T) {
 		!strings.Contains(auth.Metadata.ResourceName, "Authorization: Bearer") {
 		t.Errorf("the SDK's view of a refusal: %s", steps["auth"])
 	}
-	scanForLinks(t, linkSecrets(link), map[string]string{"TypeScript client output": out.String(), "log": srv.Stderr.String()})
+	scanForLinks(t, linkSecrets(link), map[string]string{"TypeScript client output": out, "log": srv.Stderr.String()})
 }
 
 // TestMCPNewestProtocolThroughServe: the TypeScript SDK v2 client (with
@@ -1071,4 +1036,53 @@ func toolsThatCanRun(actions []string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// runTSClient runs script of mcpserver/testdata/tsclient (the official
+// TypeScript SDK) with env and returns its steps and its whole output:
+// each stdout line is {"step", "value"}, and onStep sees each as it
+// arrives, so that the test can act as the human. It skips where node or
+// the SDK is not installed.
+func runTSClient(t *testing.T, script string, env []string, onStep func(step string, value json.RawMessage)) (steps map[string]json.RawMessage, out string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	dir, _ := filepath.Abs("../../mcpserver/testdata/tsclient")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		t.Skip("the TypeScript SDK is not installed: run npm ci in mcpserver/testdata/tsclient")
+	}
+	cmd := exec.Command(node, script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	must(t, err)
+	must(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	var all strings.Builder
+	steps = map[string]json.RawMessage{}
+	dec := json.NewDecoder(stdout)
+	for {
+		var s struct {
+			Step  string          `json:"step"`
+			Value json.RawMessage `json:"value"`
+		}
+		if err := dec.Decode(&s); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("reading the TypeScript client: %v\n%s", err, stderr.String())
+		}
+		raw, _ := json.Marshal(s)
+		all.Write(append(raw, '\n'))
+		steps[s.Step] = s.Value
+		onStep(s.Step, s.Value)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("node %s: %v\n%s", script, err, stderr.String())
+	}
+	return steps, all.String()
 }

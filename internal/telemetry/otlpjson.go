@@ -416,12 +416,6 @@ func encodeValue(v attribute.Value) otlpAnyValue {
 		}
 		return otlpAnyValue{DoubleValue: json.Number(strconv.FormatFloat(f, 'g', -1, 64))}
 	}
-	array := func(vals []otlpAnyValue) otlpAnyValue {
-		if vals == nil {
-			vals = []otlpAnyValue{}
-		}
-		return otlpAnyValue{ArrayValue: &otlpArray{Values: vals}}
-	}
 	switch v.Type() {
 	case attribute.BOOL:
 		return boolean(v.AsBool())
@@ -432,29 +426,13 @@ func encodeValue(v attribute.Value) otlpAnyValue {
 	case attribute.STRING:
 		return str(v.AsString())
 	case attribute.BOOLSLICE:
-		var vals []otlpAnyValue
-		for _, b := range v.AsBoolSlice() {
-			vals = append(vals, boolean(b))
-		}
-		return array(vals)
+		return arrayOf(v.AsBoolSlice(), boolean)
 	case attribute.INT64SLICE:
-		var vals []otlpAnyValue
-		for _, i := range v.AsInt64Slice() {
-			vals = append(vals, integer(i))
-		}
-		return array(vals)
+		return arrayOf(v.AsInt64Slice(), integer)
 	case attribute.FLOAT64SLICE:
-		var vals []otlpAnyValue
-		for _, f := range v.AsFloat64Slice() {
-			vals = append(vals, double(f))
-		}
-		return array(vals)
+		return arrayOf(v.AsFloat64Slice(), double)
 	case attribute.STRINGSLICE:
-		var vals []otlpAnyValue
-		for _, s := range v.AsStringSlice() {
-			vals = append(vals, str(s))
-		}
-		return array(vals)
+		return arrayOf(v.AsStringSlice(), str)
 	case attribute.BYTESLICE:
 		b := v.AsByteSlice()
 		if b == nil {
@@ -462,11 +440,7 @@ func encodeValue(v attribute.Value) otlpAnyValue {
 		}
 		return otlpAnyValue{BytesValue: b}
 	case attribute.SLICE:
-		var vals []otlpAnyValue
-		for _, e := range v.AsSlice() {
-			vals = append(vals, encodeValue(e))
-		}
-		return array(vals)
+		return arrayOf(v.AsSlice(), encodeValue)
 	case attribute.MAP:
 		kvs := encodeAttrs(v.AsMap())
 		if kvs == nil {
@@ -475,4 +449,13 @@ func encodeValue(v attribute.Value) otlpAnyValue {
 		return otlpAnyValue{KvlistValue: &otlpKvlist{Values: kvs}}
 	}
 	return str(v.Emit())
+}
+
+// arrayOf encodes each element of a slice attribute with enc.
+func arrayOf[T any](elems []T, enc func(T) otlpAnyValue) otlpAnyValue {
+	vals := make([]otlpAnyValue, 0, len(elems))
+	for _, e := range elems {
+		vals = append(vals, enc(e))
+	}
+	return otlpAnyValue{ArrayValue: &otlpArray{Values: vals}}
 }

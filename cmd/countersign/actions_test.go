@@ -29,8 +29,8 @@ func TestWiredActionsAreRegistered(t *testing.T) {
 	if err := registered([]approval.Action{a}); err != nil {
 		t.Errorf("http.request: %v", err)
 	}
-	err = registered([]approval.Action{a, stubNamedAction{"host.tool_call"}})
-	if err == nil || !strings.Contains(err.Error(), "host.tool_call is wired but not registered") {
+	err = registered([]approval.Action{a, stubNamedAction{"made.up"}})
+	if err == nil || !strings.Contains(err.Error(), "made.up is wired but not registered") {
 		t.Errorf("unregistered action: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -543,6 +544,14 @@ func (m *Main) effects(file *config.File, dev bool) (*effects, error) {
 		}
 	}
 	if err := registered(e.actions); err != nil {
+		return nil, err
+	}
+	if err := unconfiguredActions(file, func(name string) bool {
+		return slices.ContainsFunc(e.actions, func(a approval.Action) bool { return a.Name() == name })
+	}); err != nil {
+		for _, c := range e.close {
+			_ = c()
+		}
 		return nil, err
 	}
 	return e, nil

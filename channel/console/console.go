@@ -41,8 +41,13 @@ func (c *Console) Notify(_ context.Context, n approval.Notice) (map[string]strin
 	if m.Summary != "" {
 		head += "\n" + m.Summary
 	}
+	wrapped := false
 	for _, l := range safetext.FenceLines(head, 76) {
 		b.WriteString("  " + l + "\n")
+		wrapped = wrapped || strings.HasPrefix(l, safetext.FenceWrap)
+	}
+	if wrapped {
+		b.WriteString("  (┆ continues a line of the agent's text that was too long)\n")
 	}
 	who := "anyone on the route"
 	if n.Approver != nil {

@@ -34,7 +34,7 @@ func ExampleRender() {
 	// Approval needed: Send an email to client@client.example (sha256:3f9a1c0d2b7e)
 	// header: Approval needed: email.send
 	// section: :hourglass_flowing_sand: *Approval needed* — Waiting for approval (1 required).
-	// context: :speech_balloon: *From the agent*, shown exactly (lines start with │; ⟨U+…⟩ marks a hidden character)
+	// context: :speech_balloon: *From the agent*, shown exactly: lines start with │, ┆ where a long line continues; ⟨U+…⟩ marks a hidden character
 	// section: │ Send an email to client@client.example / │ One email.
 	// section: *To*
 	// section: │ client@client.example

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
+	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/config"
 	"github.com/spf13/cobra"
 )
@@ -47,14 +49,34 @@ sends a new link; each registers one more passkey.`,
 			if err != nil {
 				return opsError(err, a.BaseURL())
 			}
-			for _, s := range res.Sent {
-				fmt.Fprintf(c.stdout, "enrolment link for %s sent via %s to %s\n", res.Approver, s.Channel, s.To)
-			}
-			fmt.Fprintf(c.stdout, "it works once, until %s; %s has %d passkey(s) now\n",
-				res.ExpiresAt.Format("2006-01-02 15:04 MST"), res.Approver, res.Passkeys)
+			fmt.Fprint(c.stdout, enrolSummary(&res))
 			return nil
 		},
 	}
 	cmd.AddCommand(enroll)
 	return cmd
+}
+
+// enrolSummary says where the enrolment link went and how many passkeys
+// the approver has. The approver's id may be a word ("you", the
+// development approver), so it is quoted and named as an approver.
+func enrolSummary(res *approval.EnrolResult) string {
+	var b strings.Builder
+	who := fmt.Sprintf("approver %q", res.Approver)
+	for _, s := range res.Sent {
+		if s.Channel == "console" {
+			fmt.Fprintf(&b, "enrolment link for %s printed on the service's console (its standard error)\n", who)
+			continue
+		}
+		fmt.Fprintf(&b, "enrolment link for %s sent by %s to %s\n", who, s.Channel, s.To)
+	}
+	has := "no passkey yet"
+	switch {
+	case res.Passkeys == 1:
+		has = "1 passkey"
+	case res.Passkeys > 1:
+		has = fmt.Sprintf("%d passkeys", res.Passkeys)
+	}
+	fmt.Fprintf(&b, "the link works once, until %s; %s has %s\n", res.ExpiresAt.Format("2006-01-02 15:04 MST"), who, has)
+	return b.String()
 }

@@ -42,9 +42,9 @@ func storedOperations(t *testing.T, srv *testService) int {
 
 func TestBadInputsGetCodesAndStoreNothing(t *testing.T) {
 	smtp := smtptest.Start(t, smtptest.Options{})
-	cfg := strings.Replace(loopConfig(1, "email"), "approvers:\n", fmt.Sprintf(`  - id: slack-bot
+	cfg := strings.Replace(loopConfig(1, "email"), "approvers:\n", fmt.Sprintf(`  - id: tool-bot
     api_key_sha256: "%s"
-    scopes: [slack.post_message]
+    scopes: [host.tool_call]
 approvers:
 `, apiKeyHash(otherKey)), 1)
 	clock := &offsetClock{}

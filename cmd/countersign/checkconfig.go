@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -43,7 +44,9 @@ http.request its input with --input.
 With --env it also lists every environment variable serve needs with this file
 (each ${VAR} reference, the credentials of the channels the routes notify and of
 the actions scopes and routes name), set or MISSING, never their values, and
-exits 1 naming all the missing ones at once.`,
+exits 1 naming all the missing ones at once, and every action a scope or route
+names that serve would not configure (email.send without COUNTERSIGN_SMTP_URL,
+slack.* without Slack), as serve refuses to start with one.`,
 		Example: `  countersign check-config countersign.yaml
   countersign check-config countersign.yaml --action http.request --principal support-agent --attr target=billing
   countersign check-config --action http.request --principal support-agent \
@@ -188,8 +191,15 @@ func checkConfig(path string, s sample, stdout io.Writer) error {
 			return err
 		}
 		fmt.Fprintln(stdout)
+		var errs []string
 		if missing := printEnvNeeds(stdout, needs, s.env); len(missing) > 0 {
-			return fmt.Errorf("%d environment variable(s) that serve needs with %s are not set: %s", len(missing), path, strings.Join(missing, ", "))
+			errs = append(errs, fmt.Sprintf("%d environment variable(s) that serve needs with %s are not set: %s", len(missing), path, strings.Join(missing, ", ")))
+		}
+		if err := unconfiguredActions(f, configuredByEnv(f, s.env)); err != nil {
+			errs = append(errs, err.Error())
+		}
+		if len(errs) > 0 {
+			return errors.New(strings.Join(errs, "\n"))
 		}
 	}
 	return nil

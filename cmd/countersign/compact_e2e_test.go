@@ -63,7 +63,8 @@ func compactService(t *testing.T) *testService {
 	ts := httptest.NewServer(target)
 	t.Cleanup(ts.Close)
 	smtp := smtptest.Start(t, smtptest.Options{})
-	srv := startService(t, serviceOpts{Config: mcpConfig(ts.URL) + "settings: {max_request_bytes: 1MiB}\n",
+	cfg := strings.Replace(mcpConfig(ts.URL), `scopes: ["http.request:calendar"]`, `scopes: [email.send, "http.request:calendar"]`, 1)
+	srv := startService(t, serviceOpts{Config: cfg + "settings: {max_request_bytes: 1MiB}\n",
 		Env: map[string]string{"COUNTERSIGN_SMTP_URL": smtp.URL()}})
 	requireAction(t, srv, "http.request")
 	requireAction(t, srv, "email.send")

@@ -168,11 +168,12 @@ func TestDockerfileFitToRun(t *testing.T) {
 // The start warns when links would name the listen address, outside
 // development mode, and for an unspecified address in development mode.
 func TestPublicURLWarning(t *testing.T) {
-	srv := startService(t, serviceOpts{Config: loopConfig(1, "console")})
+	smtp := smtptest.Start(t, smtptest.Options{})
+	srv := startService(t, serviceOpts{Config: loopConfig(1, "console"), Env: map[string]string{"COUNTERSIGN_SMTP_URL": smtp.URL()}})
 	if !strings.Contains(srv.Stderr.String(), "COUNTERSIGN_PUBLIC_URL is not set") {
 		t.Error("no warning without COUNTERSIGN_PUBLIC_URL outside development mode")
 	}
-	quiet := startService(t, serviceOpts{Config: loopConfig(1, "console"), Env: map[string]string{"COUNTERSIGN_PUBLIC_URL": "https://countersign.example"}})
+	quiet := startService(t, serviceOpts{Config: loopConfig(1, "console"), Env: map[string]string{"COUNTERSIGN_PUBLIC_URL": "https://countersign.example", "COUNTERSIGN_SMTP_URL": smtp.URL()}})
 	if strings.Contains(quiet.Stderr.String(), "COUNTERSIGN_PUBLIC_URL is not set") {
 		t.Error("a warning with COUNTERSIGN_PUBLIC_URL set")
 	}

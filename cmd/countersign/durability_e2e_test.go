@@ -24,9 +24,10 @@ func TestServeRefusesARedisThatCannotKeepAClaim(t *testing.T) {
 	always := redistest.StartProcess(t, "--appendonly", "yes", "--appendfsync", "always")
 	cfg := filepath.Join(t.TempDir(), "countersign.yaml")
 	must(t, os.WriteFile(cfg, []byte(loopConfig(1, "console")), 0o600))
+	smtp := smtptest.Start(t, smtptest.Options{}) // the file names email.send
 	start := func(url string, extra map[string]string) (string, error) {
 		env := map[string]string{"COUNTERSIGN_CONFIG": cfg, "COUNTERSIGN_LISTEN": "127.0.0.1:0", "COUNTERSIGN_REDIS_URL": url,
-			"COUNTERSIGN_LINK_KEYS": testLinkKeys}
+			"COUNTERSIGN_LINK_KEYS": testLinkKeys, "COUNTERSIGN_SMTP_URL": smtp.URL()}
 		for k, v := range extra {
 			env[k] = v
 		}

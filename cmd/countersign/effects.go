@@ -1,6 +1,8 @@
 package main
 
 import (
+	"slices"
+
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/channel/console"
 	"github.com/countersign/countersign/config"
@@ -38,6 +40,14 @@ func (m *Main) effects(file *config.File, dev bool) (*effects, error) {
 		}
 	}
 	if err := registered(e.actions); err != nil {
+		return nil, err
+	}
+	if err := unconfiguredActions(file, func(name string) bool {
+		return slices.ContainsFunc(e.actions, func(a approval.Action) bool { return a.Name() == name })
+	}); err != nil {
+		for _, c := range e.close {
+			_ = c()
+		}
 		return nil, err
 	}
 	return e, nil

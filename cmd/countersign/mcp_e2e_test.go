@@ -519,7 +519,7 @@ const mcpNarrowKey = "cs_test_mcp_narrow_key_only_billing"
 func mcpConfig(targetURL string) string {
 	return fmt.Sprintf(`
 principals:
-  - {id: agent, api_key_sha256: %q, scopes: [email.send, slack.post_message, "http.request:calendar"]}
+  - {id: agent, api_key_sha256: %q, scopes: ["http.request:calendar"]}
   - {id: narrow, api_key_sha256: %q, scopes: ["http.request:billing"]}
 approvers:
   - {id: grace, name: Grace Park, email: grace@example.com}

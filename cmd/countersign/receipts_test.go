@@ -93,6 +93,10 @@ func TestVerifyCommand(t *testing.T) {
 		{"another audience", []string{tok, "--jwks", jwks, when, "--aud", "calendar"}, "", 1, []string{"REFUSED: receipt wrong_audience"}},
 		{"edited", []string{tok[:len(tok)-4] + "AAAA", "--jwks", jwks, when}, "", 1,
 			[]string{"claims (NOT VERIFIED: do not trust them", "REFUSED: receipt bad_signature"}},
+		{"pasted email header, name and folding included", []string{"-", "--jwks", jwks, when}, "Countersign-Receipt: " + tok[:40] + "\r\n " + tok[40:] + "\r\n", 0,
+			[]string{"receipt: valid (signed by key k1"}},
+		{"pasted header as the argument", []string{"countersign-receipt:" + tok, "--jwks", jwks, when}, "", 0,
+			[]string{"receipt: valid (signed by key k1"}},
 		{"no jwks", []string{tok}, "", 2, nil},
 		{"method without url", []string{tok, "--jwks", jwks, "--method", "POST"}, "", 2, nil},
 		{"help", []string{"--help"}, "", 0, []string{"countersign verify [RECEIPT|-]", "--jwks"}},
@@ -108,6 +112,13 @@ func TestVerifyCommand(t *testing.T) {
 				if !strings.Contains(out.String(), w) {
 					t.Errorf("output lacks %q:\n%s", w, out.String())
 				}
+			}
+			// The verdict is printed once, on stdout.
+			if tc.code == 1 && errOut.Len() != 0 {
+				t.Errorf("a refusal printed again on stderr: %q", errOut.String())
+			}
+			if n := strings.Count(out.String(), "REFUSED") + strings.Count(out.String(), ": NO:"); tc.code == 1 && n != 1 {
+				t.Errorf("%d verdicts, want 1:\n%s", n, out.String())
 			}
 		})
 	}

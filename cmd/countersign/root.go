@@ -96,9 +96,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		return 2
 	}
+	if errors.Is(err, errVerdictShown) {
+		return 1 // the command printed its verdict: saying it again on stderr is noise
+	}
 	fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
 	return 1
 }
+
+// errVerdictShown: the command already printed why it fails; exit 1 quietly.
+var errVerdictShown = errors.New("verdict shown")
 
 // usageError is a wrong command line (unknown flag or command, missing or
 // invalid argument): exit code 2.

@@ -146,7 +146,7 @@ func TestBrowserPasskeyStepUp(t *testing.T) {
 	// The operator asks; the link goes to grace (the console channel here), never to the operator.
 	code, out, errOut := runCLI(t, map[string]string{"COUNTERSIGN_URL": srv.URL(), "COUNTERSIGN_OPERATOR_KEY": testOperatorKey},
 		"approvers", "enroll", "grace")
-	if code != 0 || !strings.Contains(out, "sent via console") {
+	if code != 0 || !strings.Contains(out, "printed on the service's console") {
 		t.Fatalf("approvers enroll: exit %d\n%s%s", code, out, errOut)
 	}
 	m := enrolLinkRE.FindStringSubmatch(srv.Stderr.String())

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-
 	"fmt"
 	"io"
 	"os"
@@ -79,6 +77,7 @@ func verifyReceipt(ctx context.Context, o verifyOpts, pos []string, stdin io.Rea
 		}
 		token = string(b)
 	}
+	token = withoutHeaderName(token)
 	keys, err := verifyKeys(*jwks)
 	if err != nil {
 		return err
@@ -107,7 +106,7 @@ func verifyReceipt(ctx context.Context, o verifyOpts, pos []string, stdin io.Rea
 	}
 	if err != nil {
 		fmt.Fprintf(stdout, "receipt: REFUSED: %s\n", err)
-		return errors.New("the receipt is not valid")
+		return fmt.Errorf("the receipt is not valid: %w", errVerdictShown)
 	}
 	fmt.Fprintf(stdout, "receipt: valid (signed by key %s, expires %s)\n", kid, time.Unix(claims.Expires, 0).UTC().Format(time.RFC3339))
 	if req == nil {
@@ -115,7 +114,7 @@ func verifyReceipt(ctx context.Context, o verifyOpts, pos []string, stdin io.Rea
 	}
 	if err := receipt.Covers(claims, *req); err != nil {
 		fmt.Fprintf(stdout, "covers %s %s: NO: %s\n", req.Method, req.URL, err)
-		return errors.New("the receipt does not cover this request")
+		return fmt.Errorf("the receipt does not cover this request: %w", errVerdictShown)
 	}
 	fmt.Fprintf(stdout, "covers %s %s: yes\n", req.Method, req.URL)
 	return nil
@@ -154,4 +153,16 @@ func readBounded(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
 	}
 	return b, nil
+}
+
+// withoutHeaderName drops the name of a pasted header line
+// ("Countersign-Receipt: eyJ…", as an email or HTTP request carries it):
+// the docs say a header can be pasted as it is.
+func withoutHeaderName(s string) string {
+	t := strings.TrimSpace(s)
+	const name = "countersign-receipt:"
+	if len(t) >= len(name) && strings.EqualFold(t[:len(name)], name) {
+		return t[len(name):]
+	}
+	return s
 }

@@ -43,7 +43,7 @@ type Content struct {
 func BuildContent(m approval.Message) Content {
 	c := Content{Whole: true}
 	c.Blocks = append(c.Blocks, slack.NewContextBlock("", Mrkdwn(
-		":speech_balloon: *From the agent*, shown exactly (lines start with │; ⟨U+…⟩ marks a hidden character)")))
+		":speech_balloon: *From the agent*, shown exactly: lines start with │, ┆ where a long line continues; ⟨U+…⟩ marks a hidden character")))
 	head := m.Title
 	if m.Summary != "" {
 		head += "\n" + m.Summary

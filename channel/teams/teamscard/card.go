@@ -92,7 +92,7 @@ func Render(m approval.Message, note *Note) (card *Card, whole bool) {
 			"press **Review** for your personal approval page, and decide there with your passkey."))
 	}
 	content := Element{Type: "Container", Style: "emphasis", Items: pieces}
-	body := append(append(head, Subtle("💬 **From the agent**, shown exactly (lines start with │; ⟨U+…⟩ marks a hidden character)"), content), tail...)
+	body := append(append(head, Subtle("💬 **From the agent**, shown exactly: lines start with │, ┆ where a long line continues; ⟨U+…⟩ marks a hidden character"), content), tail...)
 	card = &Card{Type: "AdaptiveCard", Schema: Schema, Version: Version, Body: body,
 		Actions: buttons(m, whole, note), MSTeams: &MSTeams{Width: "Full"}}
 	return card, whole

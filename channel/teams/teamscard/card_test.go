@@ -54,7 +54,7 @@ func ExampleRender() {
 	// whole: true
 	// RichTextBlock: Approval needed: email.send
 	// RichTextBlock: ⏳ Approval needed — Waiting for approval (1 required).
-	// TextBlock: 💬 **From the agent**, shown exactly (lines start with │; ⟨U+…⟩ marks a hidden character)
+	// TextBlock: 💬 **From the agent**, shown exactly: lines start with │, ┆ where a long line continues; ⟨U+…⟩ marks a hidden character
 	// Container:
 	//   RichTextBlock: │ Send an email to client@client.example
 	//   RichTextBlock: │ One email.

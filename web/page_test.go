@@ -41,6 +41,10 @@ func TestOpeningALinkNeverDecides(t *testing.T) {
 	if r.status != http.StatusOK || e.status(op.Key).Status != approval.StatusRejected {
 		t.Fatalf("the form's own POST did not decide: %d %s", r.status, e.status(op.Key).Status)
 	}
+	// The decided page has no button, so it promises none.
+	if strings.Contains(r.body, "<form") || strings.Contains(r.body, "when you press a button") || strings.Contains(r.body, "as it will be sent") {
+		t.Errorf("the decided page still speaks of a decision to come:\n%s", r.body)
+	}
 }
 
 // TestDecisionNeedsCSRF: a POST without the token, with a wrong one, with

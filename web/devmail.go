@@ -22,6 +22,17 @@ type DevMessage struct {
 	Text    string
 	HTML    string
 	Raw     string
+	// Attachments as sent: name, type, size, digest, and the content
+	// itself when it is text (so a developer sees what the recipient gets).
+	Attachments []DevAttachment
+}
+
+// DevAttachment is one attachment of a DevMessage.
+type DevAttachment struct {
+	Name, ContentType string
+	Bytes             int
+	SHA256            string
+	Text              string // the content, when it is UTF-8 text of at most 64 KiB
 }
 
 func (s *Server) devMailList(c *fiber.Ctx) error {

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/mail"
 	"slices"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	actemail "github.com/countersign/countersign/action/email"
 	notifyemail "github.com/countersign/countersign/channel/email"
@@ -76,7 +80,8 @@ func (d devMailbox) List() []web.DevMessage {
 			to = append(to, a.String())
 		}
 		out = append(out, web.DevMessage{ID: strconv.Itoa(m.ID), At: m.ReceivedAt, From: m.Message.From.String(), To: to,
-			Subject: m.Message.Subject, Text: m.Message.Text, HTML: m.Message.HTML, Raw: string(m.Raw)})
+			Subject: m.Message.Subject, Text: m.Message.Text, HTML: m.Message.HTML, Raw: string(m.Raw),
+			Attachments: devAttachments(m.Message.Attachments)})
 	}
 	return out
 }
@@ -91,4 +96,19 @@ func address(name, v string, def mail.Address) (mail.Address, error) {
 		return mail.Address{}, fmt.Errorf("%s %q is not an email address", name, v)
 	}
 	return *a, nil
+}
+
+// devAttachments describes a message's attachments for /dev/mail, with the
+// content of a text attachment (valid UTF-8, at most 64 KiB) shown whole.
+func devAttachments(as []mailer.Attachment) []web.DevAttachment {
+	var out []web.DevAttachment
+	for _, a := range as {
+		sum := sha256.Sum256(a.Data)
+		d := web.DevAttachment{Name: a.Name, ContentType: a.ContentType, Bytes: len(a.Data), SHA256: hex.EncodeToString(sum[:])}
+		if strings.HasPrefix(a.ContentType, "text/") && len(a.Data) <= 64<<10 && utf8.Valid(a.Data) {
+			d.Text = string(a.Data)
+		}
+		out = append(out, d)
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -388,7 +389,8 @@ func TestDevelopmentMode(t *testing.T) {
 	if !strings.Contains(srv.Stderr.String(), "DEVELOPMENT MODE") {
 		t.Fatalf("no loud development notice:\n%s", srv.Stderr.String())
 	}
-	o := srv.prepareSend(t, `{"action":"email.send","input":{"to":["Ada <ada@client.example>"],"subject":"Your invoice","text":"Hi Ada"}}`)
+	o := srv.prepareSend(t, `{"action":"email.send","input":{"to":["Ada <ada@client.example>"],"subject":"Your invoice","text":"Hi Ada",`+
+		`"attachments":[{"name":"invoice.csv","content_type":"text/csv","content_base64":"`+base64.StdEncoding.EncodeToString([]byte("item,amount\nrenewal,1200\n"))+`"}]}}`)
 	link := srv.consoleLink(t, o.Key, "you")
 	if st, page := newBrowser().decide(t, link, "approve", ""); st != 200 || !strings.Contains(page, "You approved it.") {
 		t.Fatalf("approve: %d", st)
@@ -397,6 +399,10 @@ func TestDevelopmentMode(t *testing.T) {
 	st, page, _ := newBrowser().do(t, "GET", srv.URL()+"/dev/mail", nil)
 	if st != 200 || !strings.Contains(page, "Your invoice") || !strings.Contains(page, "ada@client.example") {
 		t.Fatalf("dev mailbox: %d\n%s", st, page)
+	}
+	// It shows the attachment as sent: its name and, being text, its content.
+	if !strings.Contains(page, "invoice.csv") || !strings.Contains(page, "renewal,1200") {
+		t.Errorf("the dev mailbox does not show the attachment:\n%s", page)
 	}
 	// The dev mailbox holds the agent's email only, never an approval link.
 	assertNoCapabilities(t, []string{link}, map[string]string{"responses": srv.Transcript.String(), "dev mailbox": page, "log": srv.Stderr.String()})

@@ -22,9 +22,10 @@ func (m *Main) devBanner() {
    approver:  "you" - approval links are printed here, never sent to the agent
    email:     email.send delivers to %s
    receipts:  signed with %s, published at %s/.well-known/jwks.json
+   audit:     %s
 ==========================================================================
 
-`, storeNote, m.PublicURL, m.DevAPIKey, m.DevOperatorKey, m.PublicURL, m.devMailNote(), m.receiptNote(), m.PublicURL)
+`, storeNote, m.PublicURL, m.DevAPIKey, m.DevOperatorKey, m.PublicURL, m.devMailNote(), m.receiptNote(), m.PublicURL, m.auditNote())
 }
 
 func (m *Main) receiptNote() string {
@@ -51,4 +52,11 @@ func devConfig() *config.File {
 		Routes: []config.RouteSpec{{Name: "development", Approvers: config.Who{IDs: []string{"you"}},
 			Required: 1, Notify: []string{"console"}}},
 	}
+}
+
+func (m *Main) auditNote() string {
+	if m.AuditPath == "" {
+		return "JSON lines on this terminal (COUNTERSIGN_AUDIT_FILE)"
+	}
+	return "written to " + m.AuditPath + " (COUNTERSIGN_AUDIT_FILE sets where)"
 }

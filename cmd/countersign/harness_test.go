@@ -115,6 +115,10 @@ func startService(t testing.TB, o serviceOpts) *testService {
 		env["COUNTERSIGN_CONFIG"] = path
 	} else {
 		env["COUNTERSIGN_DEV_API_KEY"] = testAPIKey
+		// Development mode writes its audit to a new temporary folder by
+		// default; tests keep it in theirs (TestDevelopmentAuditFile
+		// clears this to try the default).
+		env["COUNTERSIGN_AUDIT_FILE"] = t.TempDir() + "/audit.jsonl"
 	}
 	for k, v := range o.Env {
 		env[k] = v

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +61,8 @@ type Main struct {
 
 	// ReceiptKeyID is the kid that signs receipts.
 	ReceiptKeyID string
+	// AuditPath is the file the audit is written to, "" for stderr.
+	AuditPath string
 
 	log     *slog.Logger
 	tracing *telemetry.Tracing
@@ -309,7 +312,7 @@ func (m *Main) Open(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
-	auditOut, err := m.auditOutput()
+	auditOut, err := m.auditOutput(dev)
 	if err != nil {
 		ln.Close()
 		return err
@@ -412,16 +415,29 @@ func hostname() string {
 
 // auditOutput is where the sealed audit log goes: stderr, or the file
 // named by COUNTERSIGN_AUDIT_FILE (appended to).
-func (m *Main) auditOutput() (io.Writer, error) {
-	if path := m.get("COUNTERSIGN_AUDIT_FILE", ""); path != "" {
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+//
+// In development mode the audit goes to a file of its own by default (the
+// banner says where), so that the terminal keeps the banner and the
+// approval notices instead of burying the link among JSON lines.
+func (m *Main) auditOutput(dev bool) (io.Writer, error) {
+	path := m.get("COUNTERSIGN_AUDIT_FILE", "")
+	if path == "" && dev {
+		dir, err := os.MkdirTemp("", "countersign-dev-")
 		if err != nil {
 			return nil, fmt.Errorf("audit file: %w", err)
 		}
-		m.closers = append(m.closers, f.Close)
-		return f, nil
+		path = filepath.Join(dir, "audit.jsonl")
 	}
-	return m.Stderr, nil
+	if path == "" {
+		return m.Stderr, nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit file: %w", err)
+	}
+	m.AuditPath = path
+	m.closers = append(m.closers, f.Close)
+	return f, nil
 }
 
 // Close stops the server (ending long-polls), the workers, and the store.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -180,10 +181,19 @@ func TestOpsAgainstDevelopmentMode(t *testing.T) {
 
 func waitForLog(t *testing.T, s *testService, want string) {
 	t.Helper()
+	// The audit goes to stderr, or to its file (development mode's default).
+	read := func() string {
+		out := s.Stderr.String()
+		if s.AuditPath != "" {
+			b, _ := os.ReadFile(s.AuditPath)
+			out += string(b)
+		}
+		return out
+	}
 	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(s.Stderr.String(), want) {
+	for !strings.Contains(read(), want) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the service's log lacks %s:\n%s", want, s.Stderr.String())
+			t.Fatalf("the service's log and audit lack %s:\n%s", want, read())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -21,6 +21,10 @@ type Descriptor struct {
 	// ToolCalls says the action stands for an agent host's own tool call
 	// (host.tool_call): only its routes may match.tool.
 	ToolCalls bool
+	// ScopeBase, when set, is the base of the scopes that allow the action
+	// instead of its name: mcp.call is allowed by "mcp:NAME" and
+	// "mcp:NAME/TOOL".
+	ScopeBase string
 	// Tool is the MCP tool that prepares the action; nil when no tool
 	// prepares it directly (an undo action, made only by prepare_undo).
 	Tool *Tool

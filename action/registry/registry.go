@@ -9,6 +9,7 @@ import (
 	"github.com/countersign/countersign/action/email"
 	"github.com/countersign/countersign/action/hosttool"
 	"github.com/countersign/countersign/action/httpreq"
+	"github.com/countersign/countersign/action/mcpcall"
 	"github.com/countersign/countersign/action/slackpost"
 	"github.com/countersign/countersign/approval"
 )
@@ -21,6 +22,7 @@ var All = []action.Descriptor{
 	slackpost.DeleteDescriptor,
 	httpreq.Descriptor,
 	hosttool.Descriptor,
+	mcpcall.Descriptor,
 	// allowance.grant is the domain's own action (approval/allowance.go),
 	// asked for with the request_allowance tool, which prepares nothing.
 	{Name: approval.GrantAction},

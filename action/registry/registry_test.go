@@ -16,7 +16,7 @@ import (
 // The names, scopes and tools are the contract's (SPEC §6): a change here
 // is a change of the contract.
 func TestRegistryPinsTheContract(t *testing.T) {
-	if got, want := registry.Names(), []string{"email.send", "slack.post_message", "slack.delete_message", "http.request", "host.tool_call", "allowance.grant"}; !slices.Equal(got, want) {
+	if got, want := registry.Names(), []string{"email.send", "slack.post_message", "slack.delete_message", "http.request", "host.tool_call", "mcp.call", "allowance.grant"}; !slices.Equal(got, want) {
 		t.Errorf("names %v, want %v", got, want)
 	}
 	tools := map[string]string{}
@@ -42,7 +42,7 @@ func TestRegistryPinsTheContract(t *testing.T) {
 		"prepare_http_request": "http.request"}; !maps.Equal(tools, want) {
 		t.Errorf("tools %v, want %v", tools, want)
 	}
-	if !slices.Equal(targets, []string{"http.request"}) || !slices.Equal(undo, []string{"slack.post_message", "http.request"}) {
+	if !slices.Equal(targets, []string{"http.request", "mcp.call"}) || !slices.Equal(undo, []string{"slack.post_message", "http.request"}) {
 		t.Errorf("on targets %v, undoable %v", targets, undo)
 	}
 	var toolCalls []string
@@ -51,7 +51,7 @@ func TestRegistryPinsTheContract(t *testing.T) {
 			toolCalls = append(toolCalls, d.Name)
 		}
 	}
-	if !slices.Equal(toolCalls, []string{"host.tool_call"}) {
+	if !slices.Equal(toolCalls, []string{"host.tool_call", "mcp.call"}) {
 		t.Errorf("tool-call actions %v", toolCalls)
 	}
 	if _, ok := registry.Lookup("email.sent"); ok {

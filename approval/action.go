@@ -71,3 +71,10 @@ type Undoer interface {
 type AlwaysIrreversible interface {
 	AlwaysIrreversible() bool
 }
+
+// ScopeBaser is implemented by actions whose scopes are not named after
+// the action: mcp.call is allowed by "mcp:NAME" and "mcp:NAME/TOOL".
+// Prepared.Scope then names the exact scope each operation needs.
+type ScopeBaser interface {
+	ScopeBase() string
+}

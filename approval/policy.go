@@ -28,13 +28,18 @@ func (p *Principal) Limits() Quotas {
 }
 
 // Allows reports whether the principal may prepare an operation needing
-// scope. "http.request" covers every "http.request:<target>"; "*" covers all.
+// scope. "http.request" covers every "http.request:<target>", "mcp:NAME"
+// every "mcp:NAME/TOOL"; "*" covers all.
 func (p *Principal) Allows(scope string) bool {
 	for _, s := range p.Scopes {
 		if s == "*" || s == scope {
 			return true
 		}
 		if base, _, ok := strings.Cut(scope, ":"); ok && s == base {
+			return true
+		}
+		// "mcp:files" covers "mcp:files/write_file".
+		if head, _, ok := strings.Cut(scope, "/"); ok && s == head {
 			return true
 		}
 	}

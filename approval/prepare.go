@@ -87,7 +87,11 @@ func (s *Service) draft(ctx context.Context, p *Principal, req PrepareCall, undo
 	// An undo is drafted from an operation the principal owns, with input
 	// from that action's Undoer rather than the agent: the scope that let
 	// the principal prepare the original covers its compensation.
-	if undoes == "" && req.Action != GrantAction && !p.AllowsAction(req.Action) {
+	base := req.Action
+	if sb, ok := action.(ScopeBaser); ok {
+		base = sb.ScopeBase()
+	}
+	if undoes == "" && req.Action != GrantAction && !p.AllowsAction(base) {
 		return nil, Event{}, Errorf(CodeInsufficientScope, "principal %s may not prepare %s", p.ID, req.Action)
 	}
 	if len(req.Input) == 0 || string(req.Input) == "null" {

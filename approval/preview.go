@@ -1,10 +1,13 @@
 package approval
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // Previewer is implemented by actions whose preview is a function of the
@@ -115,4 +118,21 @@ func (p Preview) Equal(q Preview) bool {
 		return a.Field == b.Field && string(a.Before) == string(b.Before) && string(a.After) == string(b.After) &&
 			(a.Before == nil) == (b.Before == nil) && (a.After == nil) == (b.After == nil)
 	})
+}
+
+// ShowArg renders one argument of a tool call: a string exactly, anything else as indented
+// JSON (numbers as written). long marks values shown as a block.
+func ShowArg(v any) (string, bool) {
+	if s, ok := v.(string); ok {
+		return s, strings.Contains(s, "\n") || utf8.RuneCountInString(s) > 200
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if enc.Encode(v) != nil {
+		return "(unreadable)", false
+	}
+	s := strings.TrimSuffix(buf.String(), "\n")
+	return s, strings.Contains(s, "\n")
 }

@@ -102,6 +102,9 @@ const (
 // refused step-up): part of Store.
 type Noter interface {
 	Note(ctx context.Context, ref Ref, ev Event) error
+	// NoteFree records an event of principal that belongs to no operation
+	// (a gateway call that passed, gateway.go) in the audit chain.
+	NoteFree(ctx context.Context, principal string, ev Event) error
 }
 
 // StepUpError is a refused passkey ceremony. Code is stable and audited:

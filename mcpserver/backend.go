@@ -7,6 +7,8 @@ import (
 
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/gateway"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Backend is countersign's agent API as one principal sees it: what the
@@ -43,6 +45,14 @@ type Backend interface {
 	// List returns the principal's own operations, newest first. Returns
 	// invalid_input for an unknown status.
 	List(ctx context.Context, status approval.Status) ([]approval.View, error)
+	// GatewayTools lists the upstream MCP servers' tools the principal may
+	// call (SPEC §12), named NAME__TOOL; none where no gateway is.
+	GatewayTools(ctx context.Context) ([]*mcp.Tool, error)
+	// CallGateway calls one: its tools/call result (a pass tool's own, or
+	// a guarded call's pending operation). Returns not_found,
+	// insufficient_scope, rate_limited, policy_denied, unavailable and the
+	// codes of Prepare and Send.
+	CallGateway(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error)
 }
 
 var (
@@ -56,6 +66,8 @@ type Local struct {
 	// Principal is the caller; the service counts its calls against the
 	// same rate as the REST API, so MCP is no way around it.
 	Principal *approval.Principal
+	// Gateway, when set, serves the upstream MCP servers' tools.
+	Gateway *gateway.Gateway
 }
 
 func (l *Local) view(op *approval.Operation) approval.View {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/countersign/countersign/approval/jsonx"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,7 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/approval/jsonx"
+
 	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/gateway"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
@@ -40,6 +42,8 @@ type HTTPOptions struct {
 	// inbox page of a sent operation where the client can open URLs
 	// (SPEC §13); set it only where sign-in is configured.
 	Elicitation *Elicitation
+	// Gateway, when set, serves the upstream MCP servers' tools (SPEC §12).
+	Gateway *gateway.Gateway
 }
 
 // NewHTTPHandler serves MCP over streamable HTTP for the principals of svc:
@@ -78,7 +82,7 @@ func NewHTTPHandler(svc *approval.Service, opts *HTTPOptions) http.Handler {
 		if p == nil {
 			return nil, approval.Errorf(approval.CodeUnauthenticated, "missing API key: send Authorization: Bearer <api key>")
 		}
-		return &Local{Service: svc, Principal: p}, nil
+		return &Local{Service: svc, Principal: p, Gateway: o.Gateway}, nil
 	}, &o.Options)
 	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless: true, JSONResponse: true, Logger: log, MaxRequestBodyBytes: o.MaxBodyBytes,
@@ -116,7 +120,7 @@ func NewHTTPHandler(svc *approval.Service, opts *HTTPOptions) http.Handler {
 		if !ok {
 			return
 		}
-		ex := tasks.handle(&Local{Service: svc, Principal: p}, p, body, r.Header.Get("Mcp-Protocol-Version"))
+		ex := tasks.handle(&Local{Service: svc, Principal: p, Gateway: o.Gateway}, p, body, r.Header.Get("Mcp-Protocol-Version"))
 		if ex.answer != nil {
 			if out := ex.answer(r.Context()); out != nil {
 				writeRPC(w, out)

@@ -31,8 +31,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/countersign/countersign/action/mcpcall"
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/approval/jsonx"
+	"github.com/countersign/countersign/gateway"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 const (
@@ -118,7 +121,10 @@ func (t *taskLayer) handle(b Backend, p *approval.Principal, raw []byte, version
 	case "server/discover":
 		return exchange{forward: raw, rewrite: patchResult(declareTasksExtension)}
 	case "tools/list":
-		return exchange{forward: raw, rewrite: patchResult(markTaskTools)}
+		return exchange{forward: raw, rewrite: patchResult(func(res map[string]any) {
+			markTaskTools(res)
+			appendGatewayTools(b)(res)
+		})}
 	case "tools/call":
 		return t.toolsCall(b, p, m, raw, caps)
 	case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update":
@@ -194,6 +200,9 @@ func (t *taskLayer) toolsCall(b Backend, p *approval.Principal, m rpcMsg, raw []
 		fl = flavorExtension
 	case len(cp.Task) > 0 && string(cp.Task) != "null":
 		fl = flavorExperimental
+	}
+	if _, _, ok := gateway.Split(cp.Name); ok {
+		return t.gatewayCall(b, m, cp, fl)
 	}
 	if cp.Name != ToolSendOperation {
 		if fl == flavorExperimental { // 2025-11-25: a tool without taskSupport
@@ -412,10 +421,36 @@ func finalResult(v approval.View, taskID string) json.RawMessage {
 	if err != nil {
 		return nil
 	}
+	if up := upstreamResult(v); up != nil {
+		res = up // a gateway call: the upstream's own result
+	}
 	res.IsError = v.Status != approval.StatusSucceeded
 	if taskID != "" {
 		res.Meta = map[string]any{metaRelatedTask: map[string]any{"taskId": taskID}}
 	}
 	b, _ := json.Marshal(res)
 	return b
+}
+
+// upstreamResult is the tool result of a finished gateway call that
+// reached the upstream (mcp.call, succeeded or failed with the tool's own
+// error): the upstream's content and structured content, as a client that
+// called the tool directly would have got them. nil for anything else.
+func upstreamResult(v approval.View) *mcp.CallToolResult {
+	if v.Action != mcpcall.Name || len(v.Result) == 0 {
+		return nil
+	}
+	var r mcpcall.Result
+	if json.Unmarshal(v.Result, &r) != nil {
+		return nil
+	}
+	raw, err := jsonx.Marshal(map[string]any{"content": r.Content, "structuredContent": r.StructuredContent, "isError": r.IsError})
+	if err != nil {
+		return nil
+	}
+	res := &mcp.CallToolResult{}
+	if json.Unmarshal(raw, res) != nil {
+		return nil
+	}
+	return res
 }

@@ -70,3 +70,10 @@ func (r *Redis) Note(ctx context.Context, ref approval.Ref, ev approval.Event) e
 	}
 	return nil
 }
+
+// NoteFree adds an event that belongs to no operation to the audit chain
+// of the principal's shard.
+func (r *Redis) NoteFree(ctx context.Context, principal string, ev approval.Event) error {
+	return unavailable("note", r.rdb.XAdd(ctx, &redis.XAddArgs{Stream: auditKey(r.shards.of(principal)),
+		Values: []any{"k", "", "h", "", "e", encodeEvent(ev, "")}}).Err())
+}

@@ -20,6 +20,10 @@ const DefaultRequestTimeout = 3500 * time.Millisecond
 // timeout is at most 2 minutes): prepare and undo read the target.
 const targetTimeout = 2 * time.Minute
 
+// gatewayTimeout is the longest an upstream MCP server's call may take
+// (an upstream's timeout is at most 10 minutes).
+const gatewayTimeout = 10 * time.Minute
+
 // deadline puts a deadline on the request's context, which every store
 // call of the request inherits: with Redis unreachable or stalled, the
 // request fails with unavailable (503) in time instead of waiting on the
@@ -34,6 +38,9 @@ func (s *Server) deadline(c *fiber.Ctx) error {
 	}
 	if p := c.Path(); c.Method() == fiber.MethodPost && (p == "/v1/operations" || strings.HasSuffix(p, "/undo")) {
 		d += targetTimeout
+	}
+	if c.Method() == fiber.MethodPost && c.Path() == "/v1/tools/call" {
+		d += gatewayTimeout
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), d)
 	defer cancel()

@@ -6,13 +6,15 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
-	"github.com/countersign/countersign/approval/jsonx"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/countersign/countersign/approval/jsonx"
 
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/audit"
@@ -52,6 +54,9 @@ type Config struct {
 	Service   *approval.Service
 	Limiter   Limiter
 	Ready     func(context.Context) error
+	// Upstreams, when set, reports the gateway's upstream MCP servers in
+	// /readyz's body (they never make it unready).
+	Upstreams func() any
 	PublicURL string
 	Registry  *prometheus.Registry
 	Logger    *slog.Logger
@@ -68,6 +73,9 @@ type Config struct {
 	// /mcp lists them: GET /v1/tools (nil: 404), which the stdio bridge
 	// asks so that it lists the same.
 	Tools func(*approval.Principal) any
+	// CallTool, when set, calls an upstream MCP server's tool for a
+	// principal: POST /v1/tools/call (nil: 404), its tools/call result.
+	CallTool func(ctx context.Context, p *approval.Principal, name string, args json.RawMessage) (json.RawMessage, error)
 	// BodyLimit caps request bodies (default 256 KiB).
 	BodyLimit int
 	// LinkFailures is how many failed link attempts per client address
@@ -200,6 +208,7 @@ func (s *Server) routes() {
 	api.Get("/operations/:key/events", s.events)
 	api.Post("/allowances", s.requestAllowance)
 	api.Get("/tools", s.tools)
+	api.Post("/tools/call", s.toolCall)
 	api.All("/*", func(c *fiber.Ctx) error {
 		return approval.Errorf(approval.CodeNotFound, "no such endpoint %s %s", c.Method(), c.Path())
 	})
@@ -255,7 +264,13 @@ func (s *Server) ready(c *fiber.Ctx) error {
 			return c.Status(503).JSON(fiber.Map{"status": "unavailable", "store": "unreachable"})
 		}
 	}
-	return c.JSON(fiber.Map{"status": "ready"})
+	body := fiber.Map{"status": "ready"}
+	if s.cfg.Upstreams != nil {
+		// Each upstream is reported; one that is down refuses only its own
+		// calls, so it never makes the service unready.
+		body["upstreams"] = s.cfg.Upstreams()
+	}
+	return c.JSON(body)
 }
 
 // httpStatus maps an error code to its HTTP status (SPEC §6).

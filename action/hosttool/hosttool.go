@@ -159,7 +159,7 @@ func Preview(in Input, args map[string]any) approval.Preview {
 		p.Fields = append(p.Fields, approval.Field{Name: "cwd", Label: "Working directory", Value: in.Cwd})
 	}
 	for _, k := range slices.Sorted(maps.Keys(args)) {
-		v, long := show(args[k])
+		v, long := approval.ShowArg(args[k])
 		p.Fields = append(p.Fields, approval.Field{Name: "args." + k, Label: k, Value: v, Long: long})
 	}
 	if len(args) == 0 {
@@ -169,23 +169,6 @@ func Preview(in Input, args map[string]any) approval.Preview {
 		p.Fields = append(p.Fields, approval.Field{Name: "session", Label: "Session", Value: in.Session})
 	}
 	return p
-}
-
-// show renders one argument: a string exactly, anything else as indented
-// JSON (numbers as written). long marks values shown as a block.
-func show(v any) (string, bool) {
-	if s, ok := v.(string); ok {
-		return s, strings.Contains(s, "\n") || utf8.RuneCountInString(s) > 200
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if enc.Encode(v) != nil {
-		return "(unreadable)", false
-	}
-	s := strings.TrimSuffix(buf.String(), "\n")
-	return s, strings.Contains(s, "\n")
 }
 
 // Execute runs nothing: the host runs the tool once it reads that the

@@ -26,10 +26,10 @@ routes:
 		name, scopes, match, want string
 	}{
 		{"every action", `[email.send, slack.post_message, slack.delete_message, http.request, "http.request:calendar", allowance.grant]`, `{action: "slack.*"}`, ""},
-		{"unknown scope", `[email.sent]`, `{}`, `unknown scope "email.sent" (actions: email.send, slack.post_message, slack.delete_message, http.request, host.tool_call, allowance.grant)`},
+		{"unknown scope", `[email.sent]`, `{}`, `unknown scope "email.sent" (scopes: email.send, slack.post_message, slack.delete_message, http.request, host.tool_call, mcp:NAME, allowance.grant)`},
 		{"scope on an unknown target", `["http.request:billing"]`, `{}`, `scope "http.request:billing" names no configured target`},
-		{"unknown action", `[email.send]`, `{action: email.sent}`, `match.action "email.sent" is not an action (email.send, slack.post_message, slack.delete_message, http.request, host.tool_call, allowance.grant)`},
-		{"target of an action without targets", `[email.send]`, `{action: email.send, target: calendar}`, `match.target applies to http.request, not email.send`},
+		{"unknown action", `[email.send]`, `{action: email.sent}`, `match.action "email.sent" is not an action (email.send, slack.post_message, slack.delete_message, http.request, host.tool_call, mcp.call, allowance.grant)`},
+		{"target of an action without targets", `[email.send]`, `{action: email.send, target: calendar}`, `match.target applies to http.request, mcp.call, not email.send`},
 		{"target of http.request", `[http.request]`, `{action: http.request, target: calendar}`, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

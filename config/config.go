@@ -23,8 +23,11 @@ type File struct {
 	Routes     []RouteSpec     `yaml:"routes"`
 	Limits     LimitsSpec      `yaml:"limits"`
 	Targets    []TargetSpec    `yaml:"targets"`
-	Webhooks   []WebhookSpec   `yaml:"webhooks"`
-	Settings   SettingsSpec    `yaml:"settings"`
+	// Upstreams are the MCP servers the gateway guards (SPEC §12,
+	// config/upstreams.go).
+	Upstreams []UpstreamSpec `yaml:"upstreams"`
+	Webhooks  []WebhookSpec  `yaml:"webhooks"`
+	Settings  SettingsSpec   `yaml:"settings"`
 	// OIDC turns on sign-in to the approver inbox and the operator
 	// console (config/oidc.go).
 	OIDC *OIDCSpec `yaml:"oidc"`
@@ -77,6 +80,7 @@ func (f *File) validate() error {
 	f.validateRoutes(bad, routeRefs{approvers: approvers, groups: groups, principals: principals, webhooks: webhooks})
 	f.validateOIDC(bad)
 	f.validateTargets(bad)
+	f.validateUpstreams(bad)
 	f.validateSettings(bad)
 	f.validateLimits(bad)
 	return errors.Join(errs...)

@@ -65,9 +65,15 @@ func (f *File) validatePrincipals(bad func(string, ...any), approvers map[string
 			bad("principals[%d] %s: api_key_sha256 must be 64 lowercase hex digits (countersign keygen prints it)", i, p.ID)
 		}
 		for _, s := range p.Scopes {
+			if handled, err := f.checkMCPScope(s); handled {
+				if err != nil {
+					bad("principals[%d] %s: %v", i, p.ID, err)
+				}
+				continue
+			}
 			base, target, _ := strings.Cut(s, ":")
 			if s != "*" && !slices.Contains(knownActions, base) {
-				bad("principals[%d] %s: unknown scope %q (actions: %s)", i, p.ID, s, strings.Join(knownActions, ", "))
+				bad("principals[%d] %s: unknown scope %q (scopes: %s)", i, p.ID, s, strings.Join(scopeNames, ", "))
 			}
 			if target != "" && onTargets(base) && !f.hasTarget(target) {
 				bad("principals[%d] %s: scope %q names no configured target", i, p.ID, s)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/action/mcpcall"
 	"github.com/countersign/countersign/approval"
 	"gopkg.in/yaml.v3"
 )
@@ -166,14 +167,21 @@ func (f *File) validateRoutes(bad func(string, ...any), refs routeRefs) {
 		if r.Match.Principal != "" && !principals[r.Match.Principal] {
 			bad("%s: match.principal %q is not a principal", name, r.Match.Principal)
 		}
-		if r.Match.Target != "" && !f.hasTarget(r.Match.Target) {
-			bad("%s: match.target %q is not a target", name, r.Match.Target)
+		if r.Match.Target != "" {
+			if why := f.checkTarget(r.Match.Action, r.Match.Target); why != "" {
+				bad("%s: %s", name, why)
+			}
 		}
 		if r.Match.Target != "" && r.Match.Action != "" && !onTargets(r.Match.Action) {
 			bad("%s: match.target applies to %s, not %s", name, strings.Join(targetActions, ", "), r.Match.Action)
 		}
 		if r.Match.Tool != "" && r.Match.Action != "" && !onToolCalls(r.Match.Action) {
 			bad("%s: match.tool applies to %s, not %s", name, strings.Join(toolCallActions, ", "), r.Match.Action)
+		}
+		if r.Match.Action == mcpcall.Name && r.Match.Tool != "" {
+			if why := f.checkMCPTool(r.Match.Target, r.Match.Tool); why != "" {
+				bad("%s: %s", name, why)
+			}
 		}
 		for j, c := range r.Match.When {
 			if _, err := c.Condition(); err != nil {

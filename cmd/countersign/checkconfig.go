@@ -8,9 +8,11 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/countersign/countersign/action/httpreq"
+	"github.com/countersign/countersign/action/mcpcall"
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/config"
 	"github.com/spf13/cobra"
@@ -34,12 +36,14 @@ func newCheckConfigCmd(c *cli) *cobra.Command {
 		Use:   "check-config [FILE]",
 		Short: "Validate a policy file and print what each route resolves to",
 		Long: `countersign check-config validates a policy file (FILE, or COUNTERSIGN_CONFIG) and
-prints its approvers, routes, targets and principals, so a reviewer sees who approves
-what before it goes live. It needs none of the secrets the file refers to.
+prints its approvers, routes, HTTP targets, MCP upstreams (transport, pass, hide,
+state bindings, limits) and principals, so a reviewer sees who approves what before
+it goes live. It needs none of the secrets the file refers to.
 
 With --action and --principal it explains which route a sample operation takes and
-why each earlier route was skipped; give its attributes with --attr, or for
-http.request its input with --input.
+why each earlier route was skipped; give its attributes with --attr (for mcp.call:
+target=UPSTREAM, tool=TOOL, args.PATH=VALUE), or for http.request its input with
+--input.
 
 With --env it also lists every environment variable serve needs with this file
 (each ${VAR} reference, the credentials of the channels the routes notify and of
@@ -140,6 +144,13 @@ func checkConfig(path string, s sample, stdout io.Writer) error {
 		}
 	}
 
+	if len(f.Upstreams) > 0 {
+		fmt.Fprintf(stdout, "\nMCP upstreams (%d):\n", len(f.Upstreams))
+		for _, u := range f.Upstreams {
+			describeUpstream(stdout, u)
+		}
+	}
+
 	fmt.Fprintf(stdout, "\nPrincipals (%d):\n", len(p.Principals))
 	for _, pr := range p.Principals {
 		fmt.Fprintf(stdout, "  %s", pr.ID)
@@ -158,6 +169,12 @@ func checkConfig(path string, s sample, stdout io.Writer) error {
 		for _, sc := range pr.Scopes {
 			act, target, _ := strings.Cut(sc, ":")
 			a := map[string]string{}
+			if upstream, tool, ok := config.MCPScope(sc); ok {
+				act, target = mcpcall.Name, upstream
+				if tool != "" {
+					a["tool"] = tool
+				}
+			}
 			if target != "" {
 				a["target"] = target
 			}
@@ -216,10 +233,24 @@ func explainSample(w io.Writer, p *approval.Policy, action string, pr *approval.
 		}
 	}
 	scope := action
-	if t := attrs["target"]; action == httpreq.Name && t != "" {
+	allowed := pr.Allows(scope)
+	switch t := attrs["target"]; {
+	case action == httpreq.Name && t != "":
 		scope = httpreq.Scope(t)
+		allowed = pr.Allows(scope)
+	case action == mcpcall.Name:
+		// mcp:NAME allows every tool of the upstream, mcp:NAME/TOOL one.
+		scope = mcpcall.ScopeBase + ":" + t
+		allowed = t != "" && pr.Allows(scope)
+		if t == "" {
+			scope = action + " without an upstream (give it with --attr target=NAME)"
+		}
+		if tool := attrs["tool"]; tool != "" && !allowed {
+			scope += "/" + tool
+			allowed = pr.Allows(scope)
+		}
 	}
-	if !pr.Allows(scope) {
+	if !allowed {
 		fmt.Fprintf(w, "  → REFUSED: insufficient_scope: %s may not prepare %s\n", pr.ID, scope)
 		return
 	}
@@ -262,6 +293,66 @@ func describeTarget(w io.Writer, t config.TargetSpec) {
 	if t.Private() {
 		fmt.Fprintln(w, "     private addresses allowed")
 	}
+}
+
+// describeUpstream prints an upstream without its env and header values.
+func describeUpstream(w io.Writer, u config.UpstreamSpec) {
+	if u.Stdio() {
+		args := make([]string, len(u.Command))
+		for i, a := range u.Command {
+			args[i] = a
+			if a == "" || strings.ContainsAny(a, " \t\n\"'\\") {
+				args[i] = strconv.Quote(a)
+			}
+		}
+		fmt.Fprintf(w, "  %s  stdio: %s\n", u.Name, strings.Join(args, " "))
+	} else {
+		fmt.Fprintf(w, "  %s  streamable HTTP: %s\n", u.Name, u.URL)
+	}
+	if len(u.Env) > 0 {
+		fmt.Fprintf(w, "     env:     %s (values never shown)\n", strings.Join(slices.Sorted(maps.Keys(u.Env)), ", "))
+	}
+	if len(u.Headers) > 0 {
+		fmt.Fprintf(w, "     headers: %s (values from the environment, never shown)\n", strings.Join(slices.Sorted(maps.Keys(u.Headers)), ", "))
+	}
+	list := func(tools []string, what string) string {
+		if len(tools) == 0 {
+			return "none"
+		}
+		return strings.Join(tools, ", ") + " (" + what + ")"
+	}
+	fmt.Fprintf(w, "     pass:    %s\n", list(u.Pass, "run at once, no approval"))
+	fmt.Fprintf(w, "     hide:    %s\n", list(u.Hide, "never offered to agents"))
+	fmt.Fprintln(w, "     guarded: every other tool, including any the upstream adds later (a human approves each call)")
+	for i, g := range slices.Sorted(maps.Keys(u.State)) {
+		st := u.State[g]
+		var args []string
+		for _, k := range slices.Sorted(maps.Keys(st.Args)) {
+			args = append(args, k+": "+strconv.Quote(st.Args[k]))
+		}
+		line := fmt.Sprintf("%s is bound to %s(%s)", g, st.Tool, strings.Join(args, ", "))
+		if st.Diff != "" {
+			line += ", shown as a diff against its argument " + st.Diff
+		}
+		label := "state:  "
+		if i > 0 {
+			label = "        "
+		}
+		fmt.Fprintf(w, "     %s %s\n", label, line)
+	}
+	fmt.Fprintf(w, "     limits:  results up to %s, %d pass calls a minute per principal, %s per call\n",
+		byteSize(u.ResultLimit()), u.Rate(), u.CallTimeout())
+}
+
+// byteSize writes n as the policy file would: 1MiB, 64KiB, 1000 bytes.
+func byteSize(n int64) string {
+	switch {
+	case n > 0 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n > 0 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 func explain(p *approval.Policy, action string, pr *approval.Principal, attrs map[string]string) string {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -60,6 +61,18 @@ func envNeeds(path string, f *config.File) ([]envNeed, error) {
 		}
 		for _, m := range envRefRe.FindAllStringSubmatch(text, -1) {
 			add(envNeed{Name: m[1], Ref: true}, fmt.Sprintf("${%s} at %s line %d", m[1], path, line))
+		}
+	}
+	for _, u := range f.Upstreams {
+		for _, kv := range []struct {
+			kind   string
+			values map[string]string
+		}{{"env", u.Env}, {"header", u.Headers}} {
+			for _, k := range slices.Sorted(maps.Keys(kv.values)) {
+				for _, m := range envRefRe.FindAllStringSubmatch(kv.values[k], -1) {
+					add(envNeed{Name: m[1], Ref: true}, fmt.Sprintf("upstream %s %s %s", u.Name, kv.kind, k))
+				}
+			}
 		}
 	}
 	for _, ch := range f.Channels() {

@@ -74,7 +74,8 @@ type AlwaysIrreversible interface {
 
 // ScopeBaser is implemented by actions whose scopes are not named after
 // the action: mcp.call is allowed by "mcp:NAME" and "mcp:NAME/TOOL".
-// Prepared.Scope then names the exact scope each operation needs.
+// Prepared.Scope then names the exact scope each operation needs. ""
+// means the action's name is its scope base.
 type ScopeBaser interface {
 	ScopeBase() string
 }

@@ -88,7 +88,7 @@ func (s *Service) draft(ctx context.Context, p *Principal, req PrepareCall, undo
 	// from that action's Undoer rather than the agent: the scope that let
 	// the principal prepare the original covers its compensation.
 	base := req.Action
-	if sb, ok := action.(ScopeBaser); ok {
+	if sb, ok := action.(ScopeBaser); ok && sb.ScopeBase() != "" {
 		base = sb.ScopeBase()
 	}
 	if undoes == "" && req.Action != GrantAction && !p.AllowsAction(base) {

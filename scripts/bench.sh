@@ -8,6 +8,7 @@
 #   scripts/bench.sh [-duration 8s] [-rounds 2] [-c 32] [-loop-c 16] [-profile -out DIR] …
 #   scripts/bench.sh -phases memory -mem-n 2000          # one part only
 #   scripts/bench.sh -phases cluster -cluster-shards 1,16 # loops/s on a 3-master cluster per shard count (needs redis-cli)
+#   scripts/bench.sh -phases gateway                      # an MCP pass-through call: through countersign against direct
 #
 # Takes about 4 minutes with the defaults (the draft-expiry measurement
 # waits a minute; -mem-expiry=false skips it).
@@ -19,4 +20,5 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 go build -o "$tmp/countersign" ./cmd/countersign
 go build -o "$tmp/bench" ./tools/bench
-"$tmp/bench" -countersign "$tmp/countersign" "$@"
+go build -o "$tmp/hostile-upstream" ./internal/testing/mcpupstream/cmd/hostile-upstream
+"$tmp/bench" -countersign "$tmp/countersign" -upstream "$tmp/hostile-upstream" "$@"

@@ -27,11 +27,14 @@ type sample struct {
 	// env, when set (--env), lists the environment serve needs and fails
 	// when a required variable is missing from it.
 	env func(string) (string, bool)
+	// upstreams, when set (--upstreams), starts the upstreams with this
+	// environment and lists every tool as pass, guarded or hidden.
+	upstreams func(string) (string, bool)
 }
 
 func newCheckConfigCmd(c *cli) *cobra.Command {
 	var s sample
-	var withEnv bool
+	var withEnv, withUpstreams bool
 	cmd := &cobra.Command{
 		Use:   "check-config [FILE]",
 		Short: "Validate a policy file and print what each route resolves to",
@@ -50,7 +53,11 @@ With --env it also lists every environment variable serve needs with this file
 the actions scopes and routes name), set or MISSING, never their values, and
 exits 1 naming all the missing ones at once, and every action a scope or route
 names that serve would not configure (email.send without COUNTERSIGN_SMTP_URL,
-slack.* without Slack), as serve refuses to start with one.`,
+slack.* without Slack), as serve refuses to start with one.
+
+With --upstreams it also starts each MCP upstream as serve would, waits up to 30 s
+for their tool lists, and lists every tool as pass, guarded or hidden (or not
+offered, and why); it exits 1 when an upstream cannot be reached.`,
 		Example: `  countersign check-config countersign.yaml
   countersign check-config countersign.yaml --action http.request --principal support-agent --attr target=billing
   countersign check-config --action http.request --principal support-agent \
@@ -70,6 +77,9 @@ slack.* without Slack), as serve refuses to start with one.`,
 			if s.action != "" && s.principal == "" {
 				return usagef("--action needs --principal: the sample operation is prepared by one of the file's principals")
 			}
+			if withUpstreams {
+				s.upstreams = func(n string) (string, bool) { v := c.get(n); return v, v != "" }
+			}
 			if withEnv {
 				s.env = func(n string) (string, bool) { v := c.get(n); return v, v != "" }
 			}
@@ -77,6 +87,7 @@ slack.* without Slack), as serve refuses to start with one.`,
 		},
 	}
 	f := cmd.Flags()
+	f.BoolVar(&withUpstreams, "upstreams", false, "also start the MCP upstreams and list every tool each offers as pass, guarded or hidden")
 	f.BoolVar(&withEnv, "env", false, "also list every environment variable and secret serve needs with this file, and exit 1 if any is missing")
 	f.StringVar(&s.action, "action", "", "explain the route of a sample operation of this action (e.g. email.send, http.request)")
 	f.StringVar(&s.principal, "principal", "", "… prepared by this principal")
@@ -218,6 +229,9 @@ func checkConfig(path string, s sample, stdout io.Writer) error {
 		if len(errs) > 0 {
 			return errors.New(strings.Join(errs, "\n"))
 		}
+	}
+	if s.upstreams != nil {
+		return listUpstreams(stdout, f, s.upstreams)
 	}
 	return nil
 }

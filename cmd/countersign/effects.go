@@ -6,6 +6,8 @@ import (
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/channel/console"
 	"github.com/countersign/countersign/config"
+	"github.com/countersign/countersign/gateway"
+	"github.com/countersign/countersign/upstream"
 	"github.com/countersign/countersign/web"
 )
 
@@ -16,6 +18,10 @@ type effects struct {
 	devMail   web.DevMail
 	close     []func() error
 	extra     []func(*approval.Service, *Main) []web.Mount
+	// pool keeps the gateway's upstream MCP servers (nil: none), and gw
+	// serves their tools once the service exists (gatewayFor).
+	pool *upstream.Pool
+	gw   *gateway.Gateway
 }
 
 func (e *effects) mounts(svc *approval.Service, m *Main) []web.Mount {
@@ -33,7 +39,7 @@ func (m *Main) effects(file *config.File, dev bool) (*effects, error) {
 	}}
 	// One function per family of effects, each in its own file.
 	for _, add := range []func(*effects, *config.File, bool) error{
-		m.emailEffects, m.slackEffects, m.teamsEffects, m.httpEffects, m.webhookEffects, m.mcpEffects, m.hostToolEffects,
+		m.emailEffects, m.slackEffects, m.teamsEffects, m.httpEffects, m.webhookEffects, m.mcpEffects, m.hostToolEffects, m.gatewayEffects,
 	} {
 		if err := add(e, file, dev); err != nil {
 			return nil, err

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/countersign/countersign/action/mcpcall"
 	"github.com/countersign/countersign/config"
 )
 
@@ -111,6 +112,9 @@ func namedActions(f *config.File) []namedAction {
 	for _, p := range f.Principals {
 		for _, s := range p.Scopes {
 			a, _, _ := strings.Cut(s, ":")
+			if a == mcpcall.ScopeBase {
+				a = mcpcall.Name // mcp:NAME allows mcp.call
+			}
 			if a != "" && !strings.Contains(a, "*") {
 				out = append(out, namedAction{a, "principal " + p.ID})
 			}

@@ -16,7 +16,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/countersign/countersign/internal/testing/testkit"
 	"io"
 	"net/http"
 	"net/url"
@@ -27,6 +26,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/internal/testing/testkit"
 
 	"github.com/countersign/countersign/internal/testing/openapitest"
 	"github.com/countersign/countersign/internal/testing/redistest"

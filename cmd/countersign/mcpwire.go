@@ -6,6 +6,7 @@ import (
 
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/config"
+	"github.com/countersign/countersign/gateway"
 	"github.com/countersign/countersign/mcpserver"
 	"github.com/countersign/countersign/web"
 )
@@ -30,6 +31,7 @@ func (m *Main) mcpEffects(e *effects, file *config.File, dev bool) error {
 			MaxBodyBytes: maxBody,
 			Retention:    time.Duration(file.Settings.Retention),
 			Elicitation:  inboxElicitation(file, svc, m),
+			Gateway:      e.gatewayFor(svc),
 		})
 		// RFC 9728 metadata: path-aware, and at the root for clients that
 		// look there; both say "a bearer API key, no OAuth".
@@ -62,7 +64,19 @@ func inboxElicitation(file *config.File, svc *approval.Service, m *Main) *mcpser
 
 // mcpTools answers GET /v1/tools: the tools /mcp lists here, so that the
 // stdio bridge (countersign mcp) lists the same.
-func mcpTools(svc *approval.Service) func(*approval.Principal) any {
+func mcpTools(svc *approval.Service, gw *gateway.Gateway) func(*approval.Principal) any {
 	tools := mcpserver.Tools(&mcpserver.Options{Actions: svc.ActionNames()})
-	return func(*approval.Principal) any { return tools }
+	if gw == nil {
+		return func(*approval.Principal) any { return tools }
+	}
+	return func(p *approval.Principal) any {
+		var out []any
+		for _, t := range tools {
+			out = append(out, t)
+		}
+		for _, t := range gw.Tools(p) {
+			out = append(out, t)
+		}
+		return out
+	}
 }

@@ -366,7 +366,8 @@ func (m *Main) Open(ctx context.Context) error {
 		},
 		SignIn: ppl.signIn, Sessions: m.Store, SessionTTL: ppl.sessionTTL,
 		Tracer: m.tracing.Provider, BodyLimit: int(file.Settings.MaxRequestBytes),
-		Tools: mcpTools(svc),
+		Tools: mcpTools(svc, eff.gatewayFor(svc)), CallTool: callTool(eff.gatewayFor(svc)),
+		Upstreams: upstreamStatus(eff.pool),
 	})
 	if err != nil {
 		ln.Close()

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/countersign/countersign/action/mcpcall"
 	"github.com/countersign/countersign/config"
 )
 
@@ -18,6 +19,8 @@ func actionSetup(action string) string {
 		return "set SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET (or SLACK_APP_TOKEN for Socket Mode); see docs/slack.md"
 	case action == "http.request":
 		return "add its target under targets: in the policy file"
+	case action == mcpcall.Name:
+		return "add the MCP server under upstreams: in the policy file (docs/gateway.md)"
 	}
 	return ""
 }
@@ -63,6 +66,8 @@ func configuredByEnv(f *config.File, lookup func(string) (string, bool)) func(st
 			return set("SLACK_BOT_TOKEN") && (set("SLACK_SIGNING_SECRET") || set("SLACK_APP_TOKEN"))
 		case action == "http.request":
 			return len(f.Targets) > 0
+		case action == mcpcall.Name:
+			return len(f.Upstreams) > 0
 		}
 		return true // built in
 	}

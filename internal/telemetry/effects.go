@@ -186,6 +186,15 @@ func (a *action) AlwaysIrreversible() bool {
 	return ok && ai.AlwaysIrreversible()
 }
 
+// ScopeBase forwards the wrapped action's scope base ("" where the action's
+// name is its scope).
+func (a *action) ScopeBase() string {
+	if sb, ok := a.next.(approval.ScopeBaser); ok {
+		return sb.ScopeBase()
+	}
+	return ""
+}
+
 // WrapAction wraps one action, keeping its optional interfaces.
 func WrapAction(a approval.Action, m *Metrics, tp trace.TracerProvider) approval.Action {
 	base := &action{next: a, m: m, tracer: tracer(tp)}

@@ -48,6 +48,8 @@ type options struct {
 	clusterPrincipals        int
 	profile                  bool
 	redisConfig              string
+	upstream                 string
+	gatewayN                 int
 }
 
 func main() {
@@ -67,12 +69,14 @@ func main() {
 	flag.IntVar(&o.memN, "mem-n", 2000, "operations for each memory figure")
 	flag.BoolVar(&o.memRandom, "mem-random", false, "memory: incompressible (random) input text instead of prose")
 	flag.BoolVar(&o.memExpiry, "mem-expiry", true, "memory: wait for the drafts to expire (draft_ttl 1m) and measure what is left")
-	flag.StringVar(&o.phases, "phases", "throughput,latency,trips,memory", "which parts to run (also: cluster, loops on a 3-master Redis Cluster for each -cluster-shards)")
+	flag.StringVar(&o.phases, "phases", "throughput,latency,trips,memory", "which parts to run (also: cluster, loops on a 3-master Redis Cluster for each -cluster-shards; gateway, a pass-through MCP call through countersign against the same call made directly)")
 	flag.StringVar(&o.clusterShards, "cluster-shards", "1,16", "cluster phase: the shard counts to measure, each on a fresh 3-master cluster state")
 	flag.IntVar(&o.clusterPrincipals, "cluster-principals", 8, "cluster phase: agents (principals) the loops are spread over")
 	flag.StringVar(&o.outDir, "out", "", "directory for logs and CPU profiles (default: a temporary one, removed)")
 	flag.BoolVar(&o.profile, "profile", false, "take CPU profiles of countersign during the last round's prepare and loop runs")
 	flag.StringVar(&o.redisConfig, "redis-config", "", `settings for the bench's redis-servers, as in redis.conf: "name value name value …"`)
+	flag.StringVar(&o.upstream, "upstream", "", "gateway phase: the hostile-upstream binary (scripts/bench.sh builds it)")
+	flag.IntVar(&o.gatewayN, "gateway-n", 4000, "gateway phase: pass-through calls each way")
 	timeout := flag.Duration("timeout", 20*time.Minute, "stop everything after this long")
 	flag.Parse()
 	if *limitMode {
@@ -169,6 +173,11 @@ func (b *bench) run() error {
 	}
 	if b.has("cluster") {
 		if err := b.cluster(ctx, pt); err != nil {
+			return err
+		}
+	}
+	if b.has("gateway") {
+		if err := b.gateway(ctx); err != nil {
 			return err
 		}
 	}

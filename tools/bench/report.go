@@ -49,6 +49,7 @@ type report struct {
 	trips    []trips
 	mem      []*memResult
 	cluster  []clusterRun
+	gateway  *gatewayReport
 	profiles []string
 }
 
@@ -77,6 +78,9 @@ func (r *report) print(w io.Writer) {
 		r.printRounds(w)
 	}
 	printCluster(w, r.cluster, r.o)
+	if r.gateway != nil {
+		r.gateway.print(w)
+	}
 	if len(r.latency) > 0 {
 		fmt.Fprintf(w, "\nlatency, one loop at a time (the human pauses %s between opening the page and approving), n=%d, ms:\n",
 			r.o.park, len(r.latency))

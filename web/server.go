@@ -51,9 +51,9 @@ type Mount struct {
 
 // Config builds the HTTP edge.
 type Config struct {
-	Service   *approval.Service
-	Limiter   Limiter
-	Ready     func(context.Context) error
+	Service *approval.Service
+	Limiter Limiter
+	Ready   func(context.Context) error
 	// Upstreams, when set, reports the gateway's upstream MCP servers in
 	// /readyz's body (they never make it unready).
 	Upstreams func() any

@@ -334,3 +334,58 @@ func TestCloseEndsProcessesAndGoroutines(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestProtocolErrorIsAnErrorResult(t *testing.T) {
+	spec, _ := hostile(t, "hostile")
+	p := start(t, upstream.Options{}, spec)
+	res, err := p.Call(ctxT(t, 10*time.Second), "hostile", "no_such_tool", nil, nil)
+	if err != nil {
+		t.Fatalf("err = %v, want an isError result", err)
+	}
+	if !res.IsError || res.Text == "" || res.Cut {
+		t.Errorf("result = %+v", res)
+	}
+}
+
+func TestRestartBackoff(t *testing.T) {
+	p := start(t, upstream.Options{}, upstream.Spec{Name: "dies", Command: []string{"/bin/false"}})
+	time.Sleep(2200 * time.Millisecond)
+	// Tries at 0, 0.5 s, 1.5 s, 3.5 s: doubling from half a second.
+	st := status(p, "dies")
+	if st.Up || st.Restarts < 1 || st.Restarts > 3 || st.Error == "" {
+		t.Errorf("after 2.2 s: %+v", st)
+	}
+}
+
+func TestToolListBounds(t *testing.T) {
+	var logs logBuf
+	spec, h := hostile(t, "hostile")
+	defs := []map[string]any{{"name": "huge", "description": strings.Repeat("d", 70<<10)}}
+	for i := range 1100 {
+		defs = append(defs, map[string]any{"name": fmt.Sprintf("many_%04d", i)})
+	}
+	b, _ := json.Marshal(defs)
+	if err := os.WriteFile(h.defs, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, upstream.Options{Logger: slogJSON(&logs)}, spec)
+	tools, err := p.Tools("hostile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools) != upstream.MaxTools {
+		t.Errorf("%d tools kept, want %d", len(tools), upstream.MaxTools)
+	}
+	if _, ok, _ := p.Lookup("hostile", "huge"); ok {
+		t.Error("a 70 KiB tool definition was kept")
+	}
+	var dropped, truncated bool
+	for _, r := range logs.records(t) {
+		msg, _ := r["msg"].(string)
+		dropped = dropped || strings.Contains(msg, "definition dropped")
+		truncated = truncated || strings.Contains(msg, "more tools than kept")
+	}
+	if !dropped || !truncated {
+		t.Errorf("logged: dropped %v, truncated %v", dropped, truncated)
+	}
+}

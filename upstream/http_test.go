@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/upstream"
 )
 
@@ -61,6 +62,10 @@ func TestHTTPUpstream(t *testing.T) {
 	if err != nil || res.Text != `echo {"a":1}` {
 		t.Errorf("echo = %+v, %v", res, err)
 	}
+	res, err = p.Call(ctxT(t, 10*time.Second), "remote", "no_such_tool", nil, nil)
+	if err != nil || !res.IsError || res.Text == "" {
+		t.Errorf("an unknown tool = %+v, %v; want an isError result", res, err)
+	}
 	_, err = p.Call(ctxT(t, 10*time.Second), "remote", "flood", nil, nil)
 	if !errors.Is(err, upstream.ErrOutcomeUnknown) {
 		t.Errorf("flood over the bound: err = %v, want ErrOutcomeUnknown", err)
@@ -81,5 +86,17 @@ func TestHTTPUpstreamRefusedNamesNoHeader(t *testing.T) {
 	_, err := p.Call(ctxT(t, 5*time.Second), "remote", "echo", nil, nil)
 	if err == nil || errors.Is(err, upstream.ErrOutcomeUnknown) || strings.Contains(err.Error(), "wrong-secret-value") {
 		t.Errorf("Call = %v", err)
+	}
+}
+
+func TestHTTPUpstreamGoneIsUnavailable(t *testing.T) {
+	srv, _ := httpUpstream(t, "tok-abcdef")
+	p := start(t, upstream.Options{}, upstream.Spec{Name: "remote", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer tok-abcdef"}, Timeout: 5 * time.Second})
+	waitUp(t, p, "remote", 5*time.Second)
+	srv.CloseClientConnections()
+	srv.Close()
+	res, err := p.Call(ctxT(t, 10*time.Second), "remote", "echo", nil, nil)
+	if approval.ErrorCode(err) != approval.CodeUnavailable || errors.Is(err, upstream.ErrOutcomeUnknown) {
+		t.Errorf("Call to a gone server = %+v, %v, want unavailable (nothing was sent)", res, err)
 	}
 }

@@ -84,17 +84,29 @@ func (u *upstream) redact(s string) string {
 	return s
 }
 
+// unavailableLocked is the error of a call while the upstream is down. Its
+// message is ours alone: why it is down (foreign text, maybe) is in Status
+// and the log.
 func (u *upstream) unavailableLocked() error {
-	msg := "upstream " + u.spec.Name + " is down"
-	if u.err != "" {
-		msg += ": " + u.err
-	}
-	return approval.Errorf(approval.CodeUnavailable, "%s", msg).WithDetails(map[string]any{"upstream": u.spec.Name})
+	return approval.Errorf(approval.CodeUnavailable, "upstream %s is unavailable", u.spec.Name).
+		WithDetails(map[string]any{"upstream": u.spec.Name})
 }
 
-func (u *upstream) unavailable(format string, args ...any) error {
-	return approval.Errorf(approval.CodeUnavailable, "upstream %s: %s", u.spec.Name, u.redact(fmt.Sprintf(format, args...))).
+// unavailable is an error of a call that failed before anything was sent;
+// the cause is logged, not shown.
+func (u *upstream) unavailable(what string, cause error) error {
+	u.log.Warn("upstream "+what+" failed", "error", u.reason(cause.Error()))
+	return approval.Errorf(approval.CodeUnavailable, "upstream %s is unavailable (%s failed)", u.spec.Name, what).
 		WithDetails(map[string]any{"upstream": u.spec.Name})
+}
+
+// maxReason bounds the text kept of why an upstream is down.
+const maxReason = 512
+
+// reason is an error's text fit for Status and the log: no header or env
+// value, valid UTF-8, bounded.
+func (u *upstream) reason(s string) string {
+	return cutUTF8(strings.ToValidUTF8(u.redact(s), "\uFFFD"), maxReason)
 }
 
 func (u *upstream) status() Status {
@@ -138,7 +150,7 @@ func (u *upstream) run(ctx context.Context) {
 		if !upSince.IsZero() && time.Since(upSince) >= backoffReset {
 			delay = backoffMin
 		}
-		u.log.Warn("upstream down; restarting", "error", u.redact(err.Error()), "in", delay)
+		u.log.Warn("upstream down; restarting", "error", u.reason(err.Error()), "in", delay)
 		select {
 		case <-ctx.Done():
 			u.down("closed")
@@ -152,7 +164,7 @@ func (u *upstream) run(ctx context.Context) {
 func (u *upstream) down(why string) {
 	u.mu.Lock()
 	u.sess, u.conn = nil, nil
-	u.err = u.redact(why)
+	u.err = u.reason(why)
 	u.mu.Unlock()
 	u.triedOnce.Do(func() { close(u.tried) })
 }
@@ -188,13 +200,14 @@ func (u *upstream) session(ctx context.Context) (time.Time, error) {
 	go func() { ended <- cs.Wait() }()
 	defer func() { _ = cs.Close(); <-ended }()
 
-	u.mu.Lock()
-	u.sess, u.conn = cs, t.watch
-	u.mu.Unlock()
-	if _, err := u.list(ctx); err != nil {
+	if _, err := u.listOn(ctx, cs, true); err != nil {
+		err = fmt.Errorf("tools/list: %w", err)
 		u.down(err.Error())
 		return time.Time{}, err
 	}
+	u.mu.Lock()
+	u.sess, u.conn, u.err = cs, t.watch, ""
+	u.mu.Unlock()
 	since := time.Now()
 	u.triedOnce.Do(func() { close(u.tried) })
 	u.log.Info("upstream up", "tools", len(u.snapshot()))
@@ -216,7 +229,7 @@ func (u *upstream) session(ctx context.Context) (time.Time, error) {
 			u.down(err.Error())
 			return since, err
 		case <-tick.C:
-			u.relist(ctx, "refresh")
+			u.relist(ctx)
 		case <-u.changed:
 			select {
 			case <-ctx.Done():
@@ -227,15 +240,15 @@ func (u *upstream) session(ctx context.Context) (time.Time, error) {
 			case <-u.changed:
 			default:
 			}
-			u.relist(ctx, "list_changed")
+			u.relist(ctx)
 		}
 	}
 }
 
-func (u *upstream) relist(ctx context.Context, why string) {
-	if _, err := u.list(ctx); err != nil && ctx.Err() == nil {
-		u.log.Warn("upstream tools/list failed", "on", why, "error", err.Error())
-	}
+// relist refreshes the tool list; a failure is logged (by list) and the
+// last list kept.
+func (u *upstream) relist(ctx context.Context) {
+	_, _ = u.list(ctx)
 }
 
 func (u *upstream) snapshot() []Tool {
@@ -250,16 +263,26 @@ func (u *upstream) current() (*mcp.ClientSession, *watchConn) {
 	return u.sess, u.conn
 }
 
-// list does tools/list (every page, at most MaxTools tools) and keeps the result.
+// list does tools/list on the current session and keeps the result.
 func (u *upstream) list(ctx context.Context) ([]Tool, error) {
-	u.listMu.Lock()
-	defer u.listMu.Unlock()
 	cs, _ := u.current()
 	if cs == nil {
 		u.mu.Lock()
 		defer u.mu.Unlock()
 		return nil, u.unavailableLocked()
 	}
+	tools, err := u.listOn(ctx, cs, false)
+	if err != nil {
+		return nil, u.unavailable("tools/list", err)
+	}
+	return tools, nil
+}
+
+// listOn does tools/list (every page, at most MaxTools tools) on cs and
+// keeps the result if cs is still the session (or initial: about to be).
+func (u *upstream) listOn(ctx context.Context, cs *mcp.ClientSession, initial bool) ([]Tool, error) {
+	u.listMu.Lock()
+	defer u.listMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, u.spec.Timeout)
 	defer cancel()
 	var defs []*mcp.Tool
@@ -268,7 +291,7 @@ func (u *upstream) list(ctx context.Context) ([]Tool, error) {
 	for page := 0; ; page++ {
 		res, err := cs.ListTools(ctx, params)
 		if err != nil {
-			return nil, u.unavailable("tools/list: %v", err)
+			return nil, err
 		}
 		for _, t := range res.Tools {
 			if t == nil || seen[t.Name] {
@@ -299,7 +322,7 @@ func (u *upstream) list(ctx context.Context) ([]Tool, error) {
 		tools[i] = u.classify(d)
 	}
 	u.mu.Lock()
-	if u.sess == cs {
+	if initial || u.sess == cs {
 		u.tools, u.listedAt = tools, time.Now()
 	}
 	u.mu.Unlock()
@@ -376,11 +399,14 @@ func (u *upstream) call(ctx context.Context, tool string, args json.RawMessage, 
 		// The answer as received (stdio), even if the SDK refused it.
 		return bound(raw, u.spec.MaxResultBytes), nil
 	}
+	// A JSON-RPC error the upstream answered with. Over stdio the
+	// connection saw it arrive; over HTTP, the SDK's own errors (client or
+	// server closing, rejected by transport) are told apart by their codes.
 	var wire *jsonrpc.Error
-	if rpcErr != nil || errors.As(err, &wire) {
-		if rpcErr == nil {
-			rpcErr = wire
-		}
+	if rpcErr == nil && u.spec.URL != "" && errors.As(err, &wire) && !localCode(wire.Code) {
+		rpcErr = wire
+	}
+	if rpcErr != nil {
 		msg := rpcErr.Error()
 		if errors.As(rpcErr, &wire) {
 			msg = wire.Message
@@ -398,9 +424,15 @@ func (u *upstream) call(ctx context.Context, tool string, args json.RawMessage, 
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, u.unavailable("tools/call not sent: %v", err)
+		return nil, u.unavailable("tools/call (not sent)", err)
 	}
-	return nil, fmt.Errorf("%w: upstream %s: tools/call %s: %s", ErrOutcomeUnknown, u.spec.Name, tool, u.redact(err.Error()))
+	return nil, fmt.Errorf("%w: upstream %s: tools/call %s: %s", ErrOutcomeUnknown, u.spec.Name, tool, u.reason(err.Error()))
+}
+
+// localCode says a JSON-RPC error code is one the SDK makes itself
+// (client closing, server closing, rejected by transport).
+func localCode(code int64) bool {
+	return code == -32003 || code == -32004 || code == -32005
 }
 
 // bound makes a received result a Result, cut at max.

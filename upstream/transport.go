@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"os/exec"
@@ -215,15 +216,28 @@ type watchConn struct {
 }
 
 func (w *watchConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if m := markOf(ctx); m != nil {
-		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && req.Method == "tools/call" {
-			w.mu.Lock()
-			w.calls[req.ID] = m
-			w.mu.Unlock()
-			m.sent.Store(true)
-		}
+	m := markOf(ctx)
+	req, ok := msg.(*jsonrpc.Request)
+	if m == nil || !ok || !req.IsCall() || req.Method != "tools/call" {
+		return w.Connection.Write(ctx, msg)
 	}
-	return w.Connection.Write(ctx, msg)
+	// Registered first: the answer may come before Write returns.
+	w.mu.Lock()
+	w.calls[req.ID] = m
+	w.mu.Unlock()
+	err := w.Connection.Write(ctx, msg)
+	if !notWritten(err) {
+		m.sent.Store(true)
+	}
+	return err
+}
+
+// notWritten says a write's error proves no byte reached the upstream: its
+// end of the pipe was gone (EPIPE), ours was closed, or the context ended
+// before the write.
+func notWritten(err error) bool {
+	return err != nil && (errors.Is(err, syscall.EPIPE) || errors.Is(err, os.ErrClosed) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 
 func (w *watchConn) Read(ctx context.Context) (jsonrpc.Message, error) {
@@ -337,7 +351,10 @@ type headerTransport struct {
 
 func (h *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if m := markOf(req.Context()); m != nil {
-		m.sent.Store(true)
+		// Sent once the request's headers were written: a refused dial
+		// or a closed pool sent nothing.
+		trace := &httptrace.ClientTrace{WroteHeaders: func() { m.sent.Store(true) }}
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
 	}
 	if req.URL.Host == h.host && len(h.headers) > 0 {
 		req = req.Clone(req.Context())

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/upstream"
@@ -176,7 +177,12 @@ func (a *Action) Recheck(ctx context.Context, op *approval.Operation) error {
 // check re-reads what the approval is bound to: the tool's definition, and
 // the state where configured. It returns stale_state when either moved.
 func (a *Action) check(ctx context.Context, op *approval.Operation, in Input, args map[string]any) error {
-	tool, ok, err := a.up.Fresh(ctx, in.Upstream, in.Tool)
+	var tool upstream.Tool
+	var ok bool
+	err := whileDown(ctx, func() (err error) {
+		tool, ok, err = a.up.Fresh(ctx, in.Upstream, in.Tool)
+		return err
+	})
 	if err != nil {
 		return unavailable(err, "the tool's definition could not be read; nothing was called")
 	}
@@ -196,7 +202,11 @@ func (a *Action) check(ctx context.Context, op *approval.Operation, in Input, ar
 	if !ok {
 		return nil // the binding was made under an older policy; the approval still holds it
 	}
-	read, err := a.readState(ctx, in, sr, args)
+	var read *stateRead
+	err = whileDown(ctx, func() (err error) {
+		read, err = a.readState(ctx, in, sr, args)
+		return err
+	})
 	if err != nil {
 		return unavailable(err, "the state could not be read again; nothing was called")
 	}
@@ -206,6 +216,29 @@ func (a *Action) check(ctx context.Context, op *approval.Operation, in Input, ar
 			Details: map[string]any{"reason": "state_changed", "upstream": in.Upstream, "tool": in.Tool}}
 	}
 	return nil
+}
+
+// DownWait is how long an approved call waits for its upstream to come
+// back (a stdio server being restarted) before it fails with nothing
+// called: an approval is worth a short wait.
+var DownWait = 30 * time.Second
+
+// whileDown runs f until it succeeds, fails otherwise than unavailable, or
+// DownWait (or ctx) ends.
+func whileDown(ctx context.Context, f func() error) error {
+	deadline := time.Now().Add(DownWait)
+	for {
+		err := f()
+		var ae *approval.Error
+		if err == nil || !errors.As(err, &ae) || ae.Code != approval.CodeUnavailable || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // unavailable turns a failed read before the call into an execution error

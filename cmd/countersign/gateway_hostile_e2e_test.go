@@ -261,7 +261,7 @@ func TestGatewayHostileUpstream(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 		res := rpc("tasks/result", map[string]any{"taskId": id})
-		if b, _ := json.Marshal(res); !strings.Contains(string(b), "appended") || res["isError"] == true {
+		if b, _ := json.Marshal(res); !strings.Contains(string(b), "written") || res["isError"] == true {
 			t.Fatalf("tasks/result: %s", b)
 		}
 	})

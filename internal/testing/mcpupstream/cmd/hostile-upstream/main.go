@@ -8,7 +8,7 @@
 //
 //	-dir DIR        read_note reads DIR/NAME
 //	-log FILE       write_note and lying_write append one JSON line per call:
-//	                {"tool", "operation" (the _meta "io.countersign/operation"), "args"}
+//	                {"tool", "operation", "receipt" (the _meta "io.countersign/…" values), "args"}
 //	-defs FILE      tool definitions (a JSON array of MCP tools) re-read on every
 //	                tools/list and watched (every 100 ms): an entry replaces the
 //	                built-in tool of that name (keeping what it does) or adds a tool
@@ -92,6 +92,7 @@ type definitions struct {
 	builtins map[string]builtin
 	last     []byte
 	added    []string
+	replaced []string
 }
 
 func (d *definitions) apply() {
@@ -109,12 +110,17 @@ func (d *definitions) apply() {
 	d.last = b
 	d.server.RemoveTools(d.added...)
 	d.added = nil
+	for _, name := range d.replaced { // a definition the file no longer changes is the built-in one again
+		d.server.AddTool(d.builtins[name].tool, d.builtins[name].handler)
+	}
+	d.replaced = nil
 	for _, t := range list {
 		if t.InputSchema == nil {
 			t.InputSchema = object
 		}
 		if b, ok := d.builtins[t.Name]; ok {
 			d.server.AddTool(t, b.handler)
+			d.replaced = append(d.replaced, t.Name)
 			continue
 		}
 		d.server.AddTool(t, echo)
@@ -141,6 +147,7 @@ func record(req *mcp.CallToolRequest) error {
 	line, _ := json.Marshal(map[string]any{
 		"tool":      req.Params.Name,
 		"operation": req.Params.Meta["io.countersign/operation"],
+		"receipt":   req.Params.Meta["io.countersign/receipt"],
 		"args":      json.RawMessage(req.Params.Arguments),
 	})
 	logMu.Lock()

@@ -290,3 +290,79 @@ func waitUpstream(t testing.TB, s *testService, name string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestCheckConfigStartsUpstreams: check-config --upstreams starts each
+// upstream as serve would and lists every tool as pass, guarded or
+// hidden, or not offered and why; an upstream it cannot reach fails it.
+func TestCheckConfigStartsUpstreams(t *testing.T) {
+	bin := mcpupstream.Build(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "countersign.yaml")
+	write := func(extra string) {
+		must(t, os.WriteFile(path, []byte(gatewayConfig(`"mcp:notes"`, fmt.Sprintf(`
+  - name: notes
+    command: %s
+    pass: [read_note]
+    hide: [pid]
+%s`, yamlList([]string{bin, "-dir", dir}), extra))), 0o600))
+	}
+	write("")
+	code, out, stderr := runCLI(t, nil, "check-config", "--upstreams", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, stderr, out)
+	}
+	for _, want := range []string{"notes__read_note", "notes__write_note", "notes__lying_write", "pid", "hidden",
+		"not offered", `"bad.name tool"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "notes__read_note") && !strings.HasSuffix(strings.TrimSpace(line), "pass") ||
+			strings.Contains(line, "notes__lying_write") && !strings.HasSuffix(strings.TrimSpace(line), "guarded") {
+			t.Errorf("wrong class: %q", line)
+		}
+	}
+	write(fmt.Sprintf("  - name: gone\n    command: [%q]\n", filepath.Join(dir, "no-such-program")))
+	code, _, stderr = runCLI(t, nil, "check-config", "--upstreams", path)
+	if code == 0 || !strings.Contains(stderr, "gone") {
+		t.Fatalf("an unreachable upstream: exit %d %s", code, stderr)
+	}
+}
+
+// TestGatewayThroughStdioBridge: countersign mcp, spawned as a host would,
+// lists the upstream's tools the service serves this key and calls them
+// over REST: a pass tool answers, a guarded one waits for a human.
+func TestGatewayThroughStdioBridge(t *testing.T) {
+	bin := buildBinary(t)
+	up := mcpupstream.Build(t)
+	dir := t.TempDir()
+	log := filepath.Join(dir, "calls.jsonl")
+	must(t, os.WriteFile(filepath.Join(dir, "greeting"), []byte("hello"), 0o644))
+	srv := startService(t, serviceOpts{Config: gatewayConfig(`"mcp:notes"`, fmt.Sprintf(`
+  - name: notes
+    command: %s
+    pass: [read_note]
+`, yamlList([]string{up, "-dir", dir, "-log", log})))})
+	waitUpstream(t, srv, "notes")
+	wire, bridgeLog := &syncBuffer{}, &syncBuffer{}
+	cs := mcpStdio(t, bin, srv.URL(), srv.APIKey, wire, bridgeLog)
+	tools := toolsByName(t, cs)
+	if tools["notes__read_note"] == nil || tools["notes__write_note"] == nil || tools[mcpserver.ToolSendOperation] == nil {
+		t.Fatalf("tools over stdio: %v\n%s", keys(tools), bridgeLog.String())
+	}
+	if res := callRaw(t, cs, "notes__read_note", map[string]any{"name": "greeting"}); res.IsError || textOf(res) != "hello" {
+		t.Fatalf("pass over stdio: %q", textOf(res))
+	}
+	o := mcpOK(t, cs, "notes__write_note", map[string]any{"name": "n", "text": "from the bridge"})
+	if o.op.Status != approval.StatusPending {
+		t.Fatalf("guarded over stdio: %+v", o.op)
+	}
+	link := srv.consoleLink(t, o.op.OperationKey, "grace")
+	newBrowser().decide(t, link, "approve", "")
+	mcpWaitStatus(t, cs, o.op.OperationKey, approval.StatusSucceeded)
+	if n := callsOf(t, log, o.op.OperationKey); n != 1 {
+		t.Fatalf("%d calls", n)
+	}
+	assertNoCapabilities(t, []string{link}, map[string]string{"stdio wire": wire.String(), "log bridge": bridgeLog.String()})
+}

@@ -302,14 +302,17 @@ func TestStderrLoggedAndRateLimited(t *testing.T) {
 }
 
 func TestCloseEndsProcessesAndGoroutines(t *testing.T) {
+	srv, _ := httpUpstream(t, "tok-leak")
 	before := runtime.NumGoroutine()
 	spec, _ := hostile(t, "hostile")
-	p := upstream.New([]upstream.Spec{spec}, upstream.Options{Refresh: 100 * time.Millisecond})
+	remote := upstream.Spec{Name: "remote", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer tok-leak"}}
+	p := upstream.New([]upstream.Spec{spec, remote}, upstream.Options{Refresh: 100 * time.Millisecond})
 	p.Start(t.Context())
 	if err := p.WaitListed(ctxT(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	waitUp(t, p, "hostile", 10*time.Second)
+	waitUp(t, p, "remote", 10*time.Second)
 	pid := callPID(t, p)
 	time.Sleep(300 * time.Millisecond) // a few refreshes
 	began := time.Now()

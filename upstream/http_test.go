@@ -95,6 +95,9 @@ func TestHTTPUpstreamGoneIsUnavailable(t *testing.T) {
 	waitUp(t, p, "remote", 5*time.Second)
 	srv.CloseClientConnections()
 	srv.Close()
+	// Let the client's pool notice its idle connections closed: a request
+	// written into one the server closed meanwhile is honestly unknown.
+	time.Sleep(300 * time.Millisecond)
 	res, err := p.Call(ctxT(t, 10*time.Second), "remote", "echo", nil, nil)
 	if approval.ErrorCode(err) != approval.CodeUnavailable || errors.Is(err, upstream.ErrOutcomeUnknown) {
 		t.Errorf("Call to a gone server = %+v, %v, want unavailable (nothing was sent)", res, err)

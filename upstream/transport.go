@@ -33,6 +33,7 @@ type link struct {
 	mcp.Transport
 	watch *watchConn // stdio: set by Connect
 	proc  *process   // stdio
+	http  *http.Transport
 }
 
 func (l *link) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -47,6 +48,9 @@ func (l *link) Connect(ctx context.Context) (mcp.Connection, error) {
 func (l *link) stop() {
 	if l.proc != nil {
 		l.proc.stop()
+	}
+	if l.http != nil {
+		l.http.CloseIdleConnections()
 	}
 }
 
@@ -326,9 +330,10 @@ func (u *upstream) httpTransport() (*link, error) {
 		return nil, errors.New("invalid url")
 	}
 	bound := u.spec.MessageBound()
+	base := http.DefaultTransport.(*http.Transport).Clone()
 	client := &http.Client{
 		Transport: &headerTransport{
-			base:    http.DefaultTransport.(*http.Transport).Clone(),
+			base:    base,
 			headers: u.spec.Headers,
 			host:    end.Host,
 			bound:   bound,
@@ -339,7 +344,7 @@ func (u *upstream) httpTransport() (*link, error) {
 		Endpoint:     u.spec.URL,
 		HTTPClient:   client,
 		MaxEventSize: int(bound),
-	}}, nil
+	}, http: base}, nil
 }
 
 type headerTransport struct {

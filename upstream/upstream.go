@@ -266,7 +266,8 @@ func (p *Pool) Status() []Status {
 
 // Tools lists the named upstream's tools as last listed (every class).
 // Returns *approval.Error unavailable (details.upstream) while it is down,
-// not_found for an upstream not configured.
+// not_found for an upstream not configured. The Defs are shared: callers
+// must not modify them.
 func (p *Pool) Tools(name string) ([]Tool, error) {
 	u, err := p.get(name)
 	if err != nil {
@@ -330,7 +331,8 @@ func (p *Pool) get(name string) (*upstream, error) {
 // (wrapped) when the request was sent and no answer came (timeout, crash,
 // a message over the size bound). A tool error is a Result with IsError,
 // not an error; so is a JSON-RPC error the upstream answered with (Text is
-// its message). Call does not check the tool's class: the caller does.
+// its message). If ctx ended before anything was sent, its error is
+// returned. Call does not check the tool's class: the caller does.
 func (p *Pool) Call(ctx context.Context, name, tool string, args json.RawMessage, meta map[string]any) (*Result, error) {
 	u, err := p.get(name)
 	if err != nil {

@@ -84,6 +84,10 @@ func (b *bench) gateway(ctx context.Context) error {
 	// Warm both paths (connections, the SDK's schema caches).
 	_ = gatewayCalls(ctx, direct, "read_note", 50, 0, 0, &gatewayRun{})
 	_ = gatewayCalls(ctx, through, "notes__read_note", 50, 0, 0, &gatewayRun{})
+	// With -profile, countersign's CPU profile covers the last rounds of
+	// calls through it (it lasts -duration).
+	stop := b.profileIf(b.o.profile, svc, "gateway")
+	defer stop()
 	for round := 0; round < b.o.rounds*2; round++ {
 		if err := gatewayCalls(ctx, direct, "read_note", n/(b.o.rounds*2), directPid, 0, &d); err != nil {
 			return err
@@ -129,6 +133,12 @@ upstreams:
 		"COUNTERSIGN_LINK_KEYS=k1:"+randomB64(32), "COUNTERSIGN_RECEIPT_KEYS=r1:"+randomB64(32),
 		"COUNTERSIGN_AUDIT_FILE="+filepath.Join(dir, "audit.jsonl"))
 	s := &service{addr: addr}
+	if b.o.profile {
+		if s.debug, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		env = append(env, "COUNTERSIGN_DEBUG_LISTEN="+s.debug)
+	}
 	if s.proc, err = startProc("gateway-serve", b.dir, env, b.o.countersign, "serve"); err != nil {
 		return nil, err
 	}

@@ -64,6 +64,10 @@ type Main struct {
 	// AuditPath is the file the audit is written to, "" for stderr.
 	AuditPath string
 
+	// devWaitingLink and devSignInLink open development mode's waiting
+	// page and sign-in: printed in the banner only, held nowhere else.
+	devWaitingLink, devSignInLink string
+
 	log     *slog.Logger
 	tracing *telemetry.Tracing
 	rdb     redis.UniversalClient
@@ -357,6 +361,14 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	m.Service = svc
 
+	eff.console.Now = now
+	var doors *web.DevDoors
+	if dev {
+		doors, m.devWaitingLink, m.devSignInLink = web.NewDevDoors(web.DevConfig{
+			Approver: devApprover, Operator: devOperator, Name: devApproverName,
+			Link: eff.console.Link, Terminal: m.Stderr,
+		}, m.PublicURL)
+	}
 	m.server, err = web.New(web.Config{
 		Service: svc, Limiter: m.Store, Ready: m.Store.Ready, PublicURL: m.PublicURL, Registry: reg,
 		Logger: m.log, DevMail: eff.devMail, Mounts: eff.mounts(svc, m),
@@ -364,7 +376,7 @@ func (m *Main) Open(ctx context.Context) error {
 		AuditHead: func(ctx context.Context) (string, audit.HeadClaims, error) {
 			return audit.SignHead(ctx, m.Store, receipts, m.PublicURL, now())
 		},
-		SignIn: ppl.signIn, Sessions: m.Store, SessionTTL: ppl.sessionTTL,
+		SignIn: ppl.signIn, Sessions: m.Store, SessionTTL: ppl.sessionTTL, Dev: doors,
 		Tracer: m.tracing.Provider, BodyLimit: int(file.Settings.MaxRequestBytes),
 		Tools: mcpTools(svc),
 	})

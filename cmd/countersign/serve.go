@@ -91,7 +91,9 @@ Without COUNTERSIGN_CONFIG it runs in development mode: an embedded in-memory Re
 (unless COUNTERSIGN_REDIS_URL is set), a principal dev-agent and an operator
 dev-operator whose keys are printed at start (fixed with COUNTERSIGN_DEV_API_KEY and
 COUNTERSIGN_DEV_OPERATOR_KEY), one approver "you" whose approval links are printed
-here, and email.send delivering to /dev/mail unless COUNTERSIGN_SMTP_URL is set.
+here, and email.send delivering to /dev/mail unless COUNTERSIGN_SMTP_URL is set. The
+banner also prints, for this terminal only, the link of a page listing what waits for
+"you" and a single-use sign-in to /inbox and /console.
 
 It takes no flags: configuration is the environment, among others
   COUNTERSIGN_LISTEN       listen address (default 127.0.0.1:8080)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/internal/testing/browsertest"
 	"github.com/countersign/countersign/internal/testing/smtptest"
 	"github.com/countersign/countersign/internal/testing/testkit"
 	"github.com/countersign/countersign/mcpserver"
@@ -275,4 +276,41 @@ func waitAuditFile(t *testing.T, srv *testService, key string) string {
 	}
 	t.Fatalf("the audit file has no outcome of %s:\n%s", key, b)
 	return ""
+}
+
+// TestBrowserDevWaitingPage: in a real Chromium, the banner's link opens
+// the waiting page (the SameSite=Strict cookie works across the redirect),
+// the key leaves the address bar and the page's script cannot read it,
+// and the listed link leads to the approval page, where Approve runs the
+// operation.
+func TestBrowserDevWaitingPage(t *testing.T) {
+	chromium := browsertest.Start(t)
+	srv := startService(t, serviceOpts{})
+	waiting, waitingKey, _, _ := devDoors(t, srv)
+	o := srv.prepareSend(t, emailBody)
+	srv.consoleLink(t, o.Key, "you")
+
+	p := chromium.NewPage(t, browsertest.Desktop)
+	p.Navigate(waiting)
+	p.WaitFor(`document.title.startsWith("Waiting for you")`, 15*time.Second)
+	if u := p.URL(); u != srv.URL()+"/dev/waiting" {
+		t.Errorf("the address bar shows %q: the key should have left it", u)
+	}
+	if p.Bool(`document.cookie.includes("countersign-dev-waiting")`) || strings.Contains(p.Text(), waitingKey) {
+		t.Error("the page or its script can read the key")
+	}
+	if !p.Exists("#item-" + o.Key) {
+		t.Fatalf("the waiting page does not list %s:\n%s", o.Key, p.Text())
+	}
+	p.ClickAndWait("#item-" + o.Key + " a.review")
+	if !p.Exists("#decide") {
+		t.Fatalf("the link did not open the approval page:\n%s", p.Text())
+	}
+	p.ClickAndWait("#approve")
+	done := srv.waitFor(t, o.Key, "succeeded")
+	if len(done.Approval.Approvals) != 1 || done.Approval.Approvals[0].Approver != "you" {
+		t.Errorf("approvals %+v", done.Approval.Approvals)
+	}
+	p.Navigate(srv.URL() + "/dev/waiting")
+	p.WaitFor(`document.getElementById("empty") !== null`, 15*time.Second)
 }

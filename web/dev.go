@@ -189,6 +189,9 @@ type devWaitingItem struct {
 func (s *Server) devSignIn(c *fiber.Ctx) error {
 	d := s.cfg.Dev
 	setPageHeaders(c)
+	if c.Method() == fiber.MethodHead {
+		return c.SendStatus(http.StatusOK) // a look at the link spends nothing
+	}
 	if !d.spend(c.Query("k")) {
 		return s.problemPage(c, http.StatusForbidden, "This sign-in link does not work",
 			"A development sign-in link works once. This one was used already, or it is not the one the service printed. "+

@@ -109,6 +109,10 @@ func TestDevSignInWorksOnce(t *testing.T) {
 	e := devEnv(t, terminal, map[string]string{})
 	op, _ := e.pending("Waiting in the inbox")
 
+	// A HEAD (a link preview) spends nothing.
+	if r := newClient("").do(t, "HEAD", e.local(e.devSignIn), nil, nil); r.status != http.StatusOK || r.header.Get("Set-Cookie") != "" {
+		t.Fatalf("HEAD of the sign-in link: %d %v", r.status, r.header)
+	}
 	// The first use, from many browsers at once: exactly one signs in.
 	const n = 8
 	var wg sync.WaitGroup

@@ -37,6 +37,8 @@ type pageEnv struct {
 	agent  *approval.Principal
 	log    *testkit.Buffer
 	writes func() int
+	// devWaiting and devSignIn are development mode's links (pageOpts.dev).
+	devWaiting, devSignIn string
 }
 
 const pagePublicURL = "http://countersign.test"
@@ -49,6 +51,8 @@ type pageOpts struct {
 	trustedProxies []string
 	mounts         []web.Mount
 	approvers      []string // default: grace
+	// dev, when set, opens development mode's doors (web/dev.go).
+	dev *web.DevConfig
 }
 
 func newPageEnv(t *testing.T, o pageOpts) *pageEnv {
@@ -91,14 +95,19 @@ func newPageEnv(t *testing.T, o pageOpts) *pageEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var doors *web.DevDoors
+	var devWaiting, devSignIn string
+	if o.dev != nil {
+		doors, devWaiting, devSignIn = web.NewDevDoors(*o.dev, pagePublicURL)
+	}
 	srv, err := web.New(web.Config{Service: svc, Limiter: st, PublicURL: pagePublicURL, Logger: log,
-		LinkFailures: o.linkFailures, TrustedProxies: o.trustedProxies, Mounts: o.mounts})
+		LinkFailures: o.linkFailures, TrustedProxies: o.trustedProxies, Mounts: o.mounts, Dev: doors, Sessions: st})
 	if err != nil {
 		t.Fatal(err)
 	}
 	base := testkit.Serve(t, srv.App().Listener, srv.Shutdown)
 	return &pageEnv{t: t, svc: svc, srv: srv, store: st, base: base, inbox: inbox, agent: agent, log: logs,
-		writes: func() int { mu.Lock(); defer mu.Unlock(); return writes }}
+		writes: func() int { mu.Lock(); defer mu.Unlock(); return writes }, devWaiting: devWaiting, devSignIn: devSignIn}
 }
 
 // pending prepares and sends an operation and returns it with the token

@@ -99,6 +99,9 @@ type Config struct {
 	SignIn     SignIn
 	Sessions   Sessions
 	SessionTTL time.Duration
+	// Dev, in development mode only, serves the waiting page and the
+	// sign-in of the person at the terminal (dev.go); nil: neither exists.
+	Dev *DevDoors
 }
 
 // Server is the fiber application with its dependencies.
@@ -134,7 +137,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SessionTTL == 0 {
 		cfg.SessionTTL = 30 * time.Minute
 	}
-	if cfg.SignIn != nil && cfg.Sessions == nil {
+	if (cfg.SignIn != nil || cfg.Dev != nil) && cfg.Sessions == nil {
 		return nil, errors.New("web: sign-in needs a session store")
 	}
 	// Whatever logger it is given, the edge logs through the redaction.
@@ -224,6 +227,7 @@ func (s *Server) routes() {
 		app.Get("/dev/mail", s.devMailList)
 		app.Get("/dev/mail/:id", s.devMailShow)
 	}
+	s.devRoutes()
 	for _, m := range s.cfg.Mounts {
 		h := m.Handler
 		if m.HTTP != nil {

@@ -117,7 +117,7 @@ func (s *Server) currentSession(c *fiber.Ctx) (*session, error) {
 // want is "approver" or "operator".
 func (s *Server) requireSession(want string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		if s.cfg.SignIn == nil {
+		if s.cfg.SignIn == nil && s.cfg.Dev == nil {
 			return s.problemPage(c, http.StatusNotFound, "Sign-in is not set up",
 				"This service has no oidc: block in its policy file, so there is no inbox or console to sign in to.")
 		}
@@ -180,6 +180,11 @@ func localNext(next string) string {
 
 // startSignIn is GET /signin: off to the provider.
 func (s *Server) startSignIn(c *fiber.Ctx) error {
+	if s.cfg.SignIn == nil && s.cfg.Dev != nil {
+		return s.problemPage(c, http.StatusForbidden, "Sign in from the terminal",
+			"This service runs in development mode, without a sign-in provider. Open the development sign-in link "+
+				"that the service printed on its terminal (it works once; each sign-in prints the next one).")
+	}
 	if s.cfg.SignIn == nil {
 		return s.problemPage(c, http.StatusNotFound, "Sign-in is not set up", "This service has no oidc: block in its policy file.")
 	}
@@ -236,7 +241,7 @@ func (s *Server) finishSignIn(c *fiber.Ctx) error {
 		return s.problemPage(c, http.StatusForbidden, "Not for you",
 			"You signed in, but the policy file names you neither an approver nor an operator. Nothing is open to you here.")
 	}
-	ss := session{Name: id.Name, Expires: s.svc.Now().Add(s.cfg.SessionTTL)}
+	ss := session{Name: id.Name}
 	next := st.Next
 	if who.Approver != nil {
 		ss.Approver = who.Approver.ID
@@ -257,6 +262,14 @@ func (s *Server) finishSignIn(c *fiber.Ctx) error {
 	default:
 		next = "/console"
 	}
+	return s.startSession(c, ss, next)
+}
+
+// startSession stores a new session for ss, lasting SessionTTL, sets its
+// cookie and sends the browser to next: the one way a session starts,
+// after an OIDC sign-in or development mode's sign-in (dev.go).
+func (s *Server) startSession(c *fiber.Ctx, ss session, next string) error {
+	ss.Expires = s.svc.Now().Add(s.cfg.SessionTTL)
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
 	value := base64.RawURLEncoding.EncodeToString(b)

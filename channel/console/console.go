@@ -21,6 +21,58 @@ var _ approval.Notifier = (*Console)(nil)
 type Console struct {
 	mu sync.Mutex
 	W  io.Writer
+	// Remember keeps, in this process's memory only, the newest link
+	// printed for each operation and approver until it expires, so that
+	// development mode's waiting page (behind a secret printed on this
+	// same terminal) can show it again (Link). Off: nothing is kept.
+	Remember bool
+	// Now is the clock that ages remembered links (default time.Now).
+	Now   func() time.Time
+	links map[printed]remembered
+}
+
+type printed struct{ op, approver string }
+
+type remembered struct {
+	link    string
+	expires time.Time
+}
+
+// Link returns the newest approval link this console printed for
+// approver on operation op and that has not expired, or "". It is a
+// capability: only a page opened with the terminal's own secret shows it.
+func (c *Console) Link(op, approver string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.links[printed{op, approver}]
+	if !ok || !c.now().Before(r.expires) {
+		return ""
+	}
+	return r.link
+}
+
+func (c *Console) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// remember records a printed link and forgets the expired ones (c.mu held).
+func (c *Console) remember(n approval.Notice) {
+	if !c.Remember || n.Link == "" || n.Approver == nil {
+		return
+	}
+	now := c.now()
+	for k, r := range c.links {
+		if !now.Before(r.expires) {
+			delete(c.links, k)
+		}
+	}
+	if c.links == nil {
+		c.links = map[printed]remembered{}
+	}
+	c.links[printed{n.Message.OperationKey, n.Approver.ID}] = remembered{n.Link, n.Message.ExpiresAt}
 }
 
 // Notify prints the notice.
@@ -72,5 +124,6 @@ func (c *Console) Notify(_ context.Context, n approval.Notice) (map[string]strin
 	if _, err := io.WriteString(c.W, b.String()); err != nil {
 		return nil, fmt.Errorf("console: write: %w", err)
 	}
+	c.remember(n)
 	return nil, nil
 }

@@ -23,9 +23,17 @@ func (m *Main) devBanner() {
    email:     email.send delivers to %s
    receipts:  signed with %s, published at %s/.well-known/jwks.json
    audit:     %s
+
+   FOR THIS TERMINAL ONLY, never give these two links to an agent:
+   waiting:   what waits for "you", each with its approval link
+              %s
+   sign-in:   DEVELOPMENT ONLY: signs you in to %s/inbox and /console
+              as "you" and dev-operator; works once, then the next is printed here
+              %s
 ==========================================================================
 
-`, storeNote, m.PublicURL, m.DevAPIKey, m.DevOperatorKey, m.PublicURL, m.devMailNote(), m.receiptNote(), m.PublicURL, m.auditNote())
+`, storeNote, m.PublicURL, m.DevAPIKey, m.DevOperatorKey, m.PublicURL, m.devMailNote(), m.receiptNote(), m.PublicURL, m.auditNote(),
+		m.devWaitingLink, m.PublicURL, m.devSignInLink)
 }
 
 func (m *Main) receiptNote() string {
@@ -42,14 +50,22 @@ func (m *Main) devMailNote() string {
 	return m.PublicURL + "/dev/mail (nothing leaves this machine)"
 }
 
+// Development mode's one approver and one operator: the person at the
+// terminal, who signs in to the inbox and console as both.
+const (
+	devApprover     = "you"
+	devApproverName = "You (development)"
+	devOperator     = "dev-operator"
+)
+
 // devConfig is the policy of development mode: one agent allowed every
 // action, one operator, one approver "you" reached through the console.
 func devConfig() *config.File {
 	return &config.File{
 		Principals: []config.PrincipalSpec{{ID: "dev-agent", Scopes: []string{"*"}}},
-		Operators:  []config.OperatorSpec{{ID: "dev-operator"}},
-		Approvers:  []config.ApproverSpec{{ID: "you", Name: "You (development)"}},
-		Routes: []config.RouteSpec{{Name: "development", Approvers: config.Who{IDs: []string{"you"}},
+		Operators:  []config.OperatorSpec{{ID: devOperator}},
+		Approvers:  []config.ApproverSpec{{ID: devApprover, Name: devApproverName}},
+		Routes: []config.RouteSpec{{Name: "development", Approvers: config.Who{IDs: []string{devApprover}},
 			Required: 1, Notify: []string{"console"}}},
 	}
 }

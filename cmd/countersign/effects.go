@@ -16,8 +16,11 @@ type effects struct {
 	actions   []approval.Action
 	notifiers map[string]approval.Notifier
 	devMail   web.DevMail
-	close     []func() error
-	extra     []func(*approval.Service, *Main) []web.Mount
+	// console is the console channel, which in development mode remembers
+	// the links it printed for the waiting page.
+	console *console.Console
+	close   []func() error
+	extra   []func(*approval.Service, *Main) []web.Mount
 	// pool keeps the gateway's upstream MCP servers (nil: none), and gw
 	// serves their tools once the service exists (gatewayFor).
 	pool *upstream.Pool
@@ -34,9 +37,8 @@ func (e *effects) mounts(svc *approval.Service, m *Main) []web.Mount {
 
 // effects builds the actions and notifiers the configuration asks for.
 func (m *Main) effects(file *config.File, dev bool) (*effects, error) {
-	e := &effects{notifiers: map[string]approval.Notifier{
-		"console": &console.Console{W: m.Stderr},
-	}}
+	cons := &console.Console{W: m.Stderr, Remember: dev}
+	e := &effects{console: cons, notifiers: map[string]approval.Notifier{"console": cons}}
 	// One function per family of effects, each in its own file.
 	for _, add := range []func(*effects, *config.File, bool) error{
 		m.emailEffects, m.slackEffects, m.teamsEffects, m.httpEffects, m.webhookEffects, m.mcpEffects, m.hostToolEffects, m.gatewayEffects,

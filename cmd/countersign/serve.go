@@ -64,6 +64,10 @@ type Main struct {
 	// AuditPath is the file the audit is written to, "" for stderr.
 	AuditPath string
 
+	// devWaitingLink and devSignInLink open development mode's waiting
+	// page and sign-in: printed in the banner only, held nowhere else.
+	devWaitingLink, devSignInLink string
+
 	log     *slog.Logger
 	tracing *telemetry.Tracing
 	rdb     redis.UniversalClient
@@ -87,7 +91,9 @@ Without COUNTERSIGN_CONFIG it runs in development mode: an embedded in-memory Re
 (unless COUNTERSIGN_REDIS_URL is set), a principal dev-agent and an operator
 dev-operator whose keys are printed at start (fixed with COUNTERSIGN_DEV_API_KEY and
 COUNTERSIGN_DEV_OPERATOR_KEY), one approver "you" whose approval links are printed
-here, and email.send delivering to /dev/mail unless COUNTERSIGN_SMTP_URL is set.
+here, and email.send delivering to /dev/mail unless COUNTERSIGN_SMTP_URL is set. The
+banner also prints, for this terminal only, the link of a page listing what waits for
+"you" and a single-use sign-in to /inbox and /console.
 
 It takes no flags: configuration is the environment, among others
   COUNTERSIGN_LISTEN       listen address (default 127.0.0.1:8080)
@@ -357,6 +363,14 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	m.Service = svc
 
+	eff.console.Now = now
+	var doors *web.DevDoors
+	if dev {
+		doors, m.devWaitingLink, m.devSignInLink = web.NewDevDoors(web.DevConfig{
+			Approver: devApprover, Operator: devOperator, Name: devApproverName,
+			Link: eff.console.Link, Terminal: m.Stderr,
+		}, m.PublicURL)
+	}
 	m.server, err = web.New(web.Config{
 		Service: svc, Limiter: m.Store, Ready: m.Store.Ready, PublicURL: m.PublicURL, Registry: reg,
 		Logger: m.log, DevMail: eff.devMail, Mounts: eff.mounts(svc, m),
@@ -364,7 +378,7 @@ func (m *Main) Open(ctx context.Context) error {
 		AuditHead: func(ctx context.Context) (string, audit.HeadClaims, error) {
 			return audit.SignHead(ctx, m.Store, receipts, m.PublicURL, now())
 		},
-		SignIn: ppl.signIn, Sessions: m.Store, SessionTTL: ppl.sessionTTL,
+		SignIn: ppl.signIn, Sessions: m.Store, SessionTTL: ppl.sessionTTL, Dev: doors,
 		Tracer: m.tracing.Provider, BodyLimit: int(file.Settings.MaxRequestBytes),
 		Tools: mcpTools(svc, eff.gatewayFor(svc)), CallTool: callTool(eff.gatewayFor(svc)),
 		Upstreams: upstreamStatus(eff.pool),

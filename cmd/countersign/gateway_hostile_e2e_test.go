@@ -125,6 +125,12 @@ func TestGatewayHostileUpstream(t *testing.T) {
 		}
 		link := consoleLinkOf(t, o.op.OperationKey, "grace", a, b)
 		links = append(links, link)
+		// Guarantee 11 on the page: the invisible character is shown as an
+		// escape, and the server's description as its words.
+		if st, page, _ := newBrowser().do(t, "GET", link, nil); st != 200 || !strings.Contains(page, "hello⟨U&#43;202E⟩evil") ||
+			!strings.Contains(page, `<pre class="agent">Appends a line to the note NAME.</pre>`) || strings.Contains(page, "\u202e") {
+			t.Errorf("the approval page (%d) does not show the call exactly:\n%.3000s", st, page)
+		}
 		other := strings.Replace(link, a.URL(), b.URL(), 1)
 		var wg sync.WaitGroup
 		for _, l := range []string{link, other, link} {

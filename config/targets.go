@@ -139,21 +139,7 @@ func (f *File) validateTargets(bad func(string, ...any)) {
 		case envRef.MatchString(t.BaseURL):
 			bad("target %s: base_url cannot use ${ENV_VAR} references", name)
 		}
-		for _, k := range slices.Sorted(maps.Keys(t.Headers)) {
-			v := t.Headers[k]
-			if !headerName.MatchString(k) {
-				bad("target %s: %q is not a header name", name, k)
-			}
-			if slices.Contains(reservedHeaders, strings.ToLower(k)) {
-				bad("target %s: header %s is set by countersign and cannot be configured", name, k)
-			}
-			if credentialHeader(k) && !envRef.MatchString(v) {
-				bad("target %s: header %s looks like a credential; its value must be a ${ENV_VAR} reference, never a literal", name, k)
-			}
-			if strings.ContainsAny(v, "\r\n") {
-				bad("target %s: header %s has a line break", name, k)
-			}
-		}
+		checkHeaders("target "+name, t.Headers, reservedHeaders, bad)
 		if len(t.Allow) == 0 {
 			bad("target %s: allow must list at least one {method, path}", name)
 		}
@@ -248,4 +234,25 @@ func (f *File) hasTarget(name string) bool {
 		}
 	}
 	return false
+}
+
+// checkHeaders checks the headers a target or an upstream sends (at names
+// it in messages): names, none that countersign sets itself (reserved),
+// credentials only as ${ENV_VAR} references, no line breaks.
+func checkHeaders(at string, headers map[string]string, reserved []string, bad func(string, ...any)) {
+	for _, k := range slices.Sorted(maps.Keys(headers)) {
+		v := headers[k]
+		if !headerName.MatchString(k) {
+			bad("%s: %q is not a header name", at, k)
+		}
+		if slices.Contains(reserved, strings.ToLower(k)) {
+			bad("%s: header %s is set by countersign and cannot be configured", at, k)
+		}
+		if credentialHeader(k) && !envRef.MatchString(v) {
+			bad("%s: header %s looks like a credential; its value must be a ${ENV_VAR} reference, never a literal", at, k)
+		}
+		if strings.ContainsAny(v, "\r\n") {
+			bad("%s: header %s has a line break", at, k)
+		}
+	}
 }

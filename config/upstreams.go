@@ -211,21 +211,7 @@ func (u UpstreamSpec) validateTransport(at string, bad func(string, ...any)) {
 	if len(u.Env) > 0 && len(u.Command) == 0 {
 		bad("%s: env applies to an upstream started by command, not reached by url (use headers)", at)
 	}
-	for _, k := range slices.Sorted(maps.Keys(u.Headers)) {
-		v := u.Headers[k]
-		if !headerName.MatchString(k) {
-			bad("%s: %q is not a header name", at, k)
-		}
-		if slices.Contains(upstreamReservedHeaders, strings.ToLower(k)) {
-			bad("%s: header %s is set by countersign and cannot be configured", at, k)
-		}
-		if credentialHeader(k) && !envRef.MatchString(v) {
-			bad("%s: header %s looks like a credential; its value must be a ${ENV_VAR} reference, never a literal", at, k)
-		}
-		if strings.ContainsAny(v, "\r\n") {
-			bad("%s: header %s has a line break", at, k)
-		}
-	}
+	checkHeaders(at, u.Headers, upstreamReservedHeaders, bad)
 	for _, k := range slices.Sorted(maps.Keys(u.Env)) {
 		if !envName.MatchString(k) {
 			bad("%s: env %q is not a variable name", at, k)

@@ -99,16 +99,8 @@ func (a *Action) Prepare(_ context.Context, req approval.PrepareRequest) (*appro
 // (numbers as json.Number).
 func decode(raw json.RawMessage) (Input, map[string]any, error) {
 	var in Input
-	if err := approval.CheckJSONDepth(raw, ""); err != nil {
+	if err := approval.DecodeInput(raw, &in, "must be an object {host, tool, tool_input, cwd?, session?}"); err != nil {
 		return in, nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return in, nil, approval.FieldErrors{{Field: strings.Trim(f, `"`), Reason: "unknown field"}}.Err()
-		}
-		return in, nil, approval.FieldErrors{{Field: "input", Reason: "must be an object {host, tool, tool_input, cwd?, session?}"}}.Err()
 	}
 	var fe approval.FieldErrors
 	if !hostPattern.MatchString(in.Host) {

@@ -133,13 +133,8 @@ func (a *Action) Prepare(ctx context.Context, req approval.PrepareRequest) (*app
 // (numbers as json.Number).
 func decode(raw json.RawMessage) (Input, map[string]any, error) {
 	var in Input
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return in, nil, approval.FieldErrors{{Field: strings.Trim(f, `"`), Reason: "unknown field"}}.Err()
-		}
-		return in, nil, approval.FieldErrors{{Field: "input", Reason: "must be an object {upstream, tool, arguments, tool_sha256?}"}}.Err()
+	if err := approval.DecodeInput(raw, &in, "must be an object {upstream, tool, arguments, tool_sha256?}"); err != nil {
+		return in, nil, err
 	}
 	var fe approval.FieldErrors
 	if !namePattern.MatchString(in.Upstream) {

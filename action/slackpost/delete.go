@@ -60,7 +60,7 @@ func (d *Delete) Name() string { return DeleteName }
 // invalid_input; stale_state when the message is gone.
 func (d *Delete) Prepare(ctx context.Context, req approval.PrepareRequest) (*approval.Prepared, error) {
 	var in DeleteInput
-	if err := decodeStrict(req.Input, &in); err != nil {
+	if err := decodeInput(req.Input, &in); err != nil {
 		return nil, err
 	}
 	var fe approval.FieldErrors

@@ -18,7 +18,6 @@
 package slackpost
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -140,22 +139,6 @@ func normalizeChannel(s string) (string, bool) {
 	return "", false
 }
 
-func decodeStrict(raw json.RawMessage, v any) error {
-	if err := approval.CheckJSONDepth(raw, ""); err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		msg := err.Error()
-		if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-			return approval.FieldErrors{{Field: strings.Trim(f, `"`), Reason: "unknown field"}}.Err()
-		}
-		return approval.FieldErrors{{Field: "input", Reason: "must be a JSON object with string fields"}}.Err()
-	}
-	return nil
-}
-
 // Prepare validates and normalizes the input and renders the preview:
 // the exact text, how it will read in Slack, and warnings for what a
 // reader might miss (mentions that notify people, links whose label hides
@@ -164,7 +147,7 @@ func decodeStrict(raw json.RawMessage, v any) error {
 // Returns invalid_input, or policy_denied (rule channel_not_allowed).
 func (a *Action) Prepare(_ context.Context, req approval.PrepareRequest) (*approval.Prepared, error) {
 	var in Input
-	if err := decodeStrict(req.Input, &in); err != nil {
+	if err := decodeInput(req.Input, &in); err != nil {
 		return nil, err
 	}
 	var fe approval.FieldErrors
@@ -201,7 +184,7 @@ func (a *Action) Prepare(_ context.Context, req approval.PrepareRequest) (*appro
 // is a function of the normalized input alone.
 func (a *Action) Preview(input json.RawMessage) (approval.Preview, error) {
 	var in Input
-	if err := decodeStrict(input, &in); err != nil {
+	if err := decodeInput(input, &in); err != nil {
 		return approval.Preview{}, err
 	}
 	return Preview(in), nil
@@ -458,4 +441,8 @@ func (a *Action) UndoInput(_ context.Context, op *approval.Operation) (string, j
 	}
 	in, err := json.Marshal(DeleteInput{Channel: r.Channel, TS: r.TS, ThreadTS: r.ThreadTS})
 	return DeleteName, in, err
+}
+
+func decodeInput(raw json.RawMessage, v any) error {
+	return approval.DecodeInput(raw, v, "must be a JSON object with string fields")
 }

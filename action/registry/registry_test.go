@@ -8,6 +8,7 @@ import (
 	"github.com/countersign/countersign/action/email"
 	"github.com/countersign/countersign/action/hosttool"
 	"github.com/countersign/countersign/action/httpreq"
+	"github.com/countersign/countersign/action/mcpcall"
 	"github.com/countersign/countersign/action/registry"
 	"github.com/countersign/countersign/action/slackpost"
 	"github.com/countersign/countersign/approval"
@@ -65,7 +66,7 @@ func TestUndoMatchesTheActions(t *testing.T) {
 	impls := map[string]approval.Action{
 		email.Name: (*email.Action)(nil), slackpost.Name: (*slackpost.Action)(nil),
 		slackpost.DeleteName: (*slackpost.Delete)(nil), httpreq.Name: (*httpreq.Action)(nil),
-		hosttool.Name: (*hosttool.Action)(nil),
+		hosttool.Name: (*hosttool.Action)(nil), mcpcall.Name: (*mcpcall.Action)(nil),
 	}
 	for _, d := range registry.All {
 		a, ok := impls[d.Name]

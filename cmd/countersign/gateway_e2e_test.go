@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,11 @@ import (
 // items, indented for upstreams:) only through countersign; grace approves
 // every guarded call on the console.
 func gatewayConfig(scopes, upstreams string) string {
+	return gatewayPolicy(scopes, "", upstreams)
+}
+
+// gatewayPolicy is gatewayConfig with routes before grace's.
+func gatewayPolicy(scopes, routes, upstreams string) string {
 	return fmt.Sprintf(`
 principals:
   - id: agent
@@ -29,13 +35,14 @@ principals:
     scopes: [%s]
 approvers:
   - {id: grace, name: Grace Park, email: grace@example.com}
+  - {id: ada, name: Ada Byron, email: ada@example.com}
 routes:
-  - name: upstream writes
+%s  - name: upstream writes
     match: {action: mcp.call}
     approvers: {ids: [grace]}
     notify: [console]
 upstreams:
-%s`, testKeyHash, scopes, upstreams)
+%s`, testKeyHash, scopes, routes, upstreams)
 }
 
 // yamlList is a command as a YAML flow list.
@@ -137,7 +144,11 @@ func TestGatewayFilesystemServer(t *testing.T) {
 	file := filepath.Join(root, "plan.txt")
 	must(t, os.WriteFile(file, []byte("one\ntwo\nthree\n"), 0o644))
 	cmd := mcpupstream.FilesystemServer(t, root)
-	srv := startService(t, serviceOpts{Config: gatewayConfig(`"mcp:files"`, fmt.Sprintf(`
+	srv := startService(t, serviceOpts{Config: gatewayPolicy(`"mcp:files"`, fmt.Sprintf(`  - name: finance files
+    match: {action: mcp.call, target: files, tool: write_file, when: [{attr: args.path, matches: %q}]}
+    approvers: {ids: [ada]}
+    notify: [console]
+`, root+"/finance/*"), fmt.Sprintf(`
   - name: files
     command: %s
     pass: [read_text_file, list_directory, list_allowed_directories, get_file_info]
@@ -279,6 +290,23 @@ func TestGatewayFilesystemServer(t *testing.T) {
 			t.Errorf("guarded over REST: %s", raw)
 		}
 		mustCall(t, srv, "POST", "/v1/tools/call", `{"name":"files__move_file","arguments":{}}`, 404)
+	})
+
+	t.Run("REST: mcp.call prepared and sent like any action; routes read the arguments", func(t *testing.T) {
+		body := fmt.Sprintf(`{"action":"mcp.call","input":{"upstream":"files","tool":"write_file","arguments":{"path":%q,"content":"q3"}}}`,
+			filepath.Join(root, "finance", "q3.txt"))
+		draft := decode[approval.View](t, mustCall(t, srv, "POST", "/v1/operations", body, 201))
+		if draft.Status != approval.StatusDraft || !slices.Equal(draft.Approval.Approvers, []string{"ada"}) {
+			t.Fatalf("draft: %s %v (the finance route names ada)", draft.Status, draft.Approval.Approvers)
+		}
+		sent := decode[approval.View](t, mustCall(t, srv, "POST", "/v1/operations/"+draft.OperationKey+"/send", "", 202))
+		if sent.Status != approval.StatusPending {
+			t.Fatalf("sent: %s", sent.Status)
+		}
+		mustCall(t, srv, "POST", "/v1/operations/"+draft.OperationKey+"/cancel", "", 200)
+		if st, b := srv.call(t, "POST", "/v1/operations", srv.APIKey, `{"action":"mcp.call","input":{"upstream":"files","tool":"move_file","arguments":{}}}`); st != 400 {
+			t.Fatalf("a hidden tool over REST: %d %s", st, b)
+		}
 	})
 
 	assertNoCapabilities(t, links, map[string]string{"mcp wire": wire.String()})

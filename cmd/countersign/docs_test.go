@@ -21,6 +21,7 @@ import (
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/internal/testing/fakeslack"
 	"github.com/countersign/countersign/internal/testing/faketeams"
+	"github.com/countersign/countersign/internal/testing/mcpupstream"
 	"github.com/countersign/countersign/internal/testing/redistest"
 	"github.com/countersign/countersign/internal/testing/smtptest"
 	"github.com/countersign/countersign/receipt"
@@ -350,6 +351,7 @@ func newDocWorld(t *testing.T) *docWorld {
 	// The documented paths are relative to the repository; the policy
 	// files a document writes are in its working directory.
 	must(t, os.MkdirAll(filepath.Join(w.dir, "docs"), 0o755))
+	must(t, os.MkdirAll(filepath.Join(w.dir, "shared"), 0o755))
 	example, err := os.ReadFile("../../docs/countersign.example.yaml")
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(w.dir, "docs/countersign.example.yaml"), example, 0o600))
@@ -418,10 +420,19 @@ func (w *docWorld) writePolicy(t *testing.T, policy string) {
 		n++
 		return fmt.Sprintf("api_key_sha256: %q", apiKeyHash(fmt.Sprintf("cs_docs_key_%d", n)))
 	})
+	// docs/gateway.md's upstream: the filesystem server this repository
+	// pins (upstream/testdata/servers), serving a folder of the test's.
+	if strings.Contains(policy, gatewayDocServer) {
+		cmd := mcpupstream.FilesystemServer(t, filepath.Join(w.dir, "shared"))
+		policy = strings.ReplaceAll(policy, `["node", "`+gatewayDocServer+`", "/srv/shared"]`, yamlList(cmd))
+	}
 	for _, name := range []string{"countersign.yaml", "policy.yaml"} {
 		must(t, os.WriteFile(filepath.Join(w.dir, name), []byte(policy), 0o600))
 	}
 }
+
+// gatewayDocServer is where docs/gateway.md installs the filesystem server.
+const gatewayDocServer = "/opt/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
 
 func TestDocumentedCommandsWork(t *testing.T) {
 	files, err := filepath.Glob("../../docs/*.md")

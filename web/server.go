@@ -18,11 +18,10 @@ import (
 
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/internal/prom"
 	"github.com/countersign/countersign/internal/redact"
 	"github.com/countersign/countersign/templates"
 	"github.com/gofiber/fiber/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -58,7 +57,7 @@ type Config struct {
 	// /readyz's body (they never make it unready).
 	Upstreams func() any
 	PublicURL string
-	Registry  *prometheus.Registry
+	Registry  *prom.Registry
 	Logger    *slog.Logger
 	// JWKS is the receipt keys' JSON Web Key Set, served at
 	// /.well-known/jwks.json (none: 404).
@@ -114,7 +113,7 @@ type Server struct {
 	log     *slog.Logger
 	origin  string
 	secure  bool
-	http    *prometheus.HistogramVec
+	http    *prom.HistogramVec
 	tracer  trace.Tracer
 	// jwksETag is the ETag of cfg.JWKS.
 	jwksETag string
@@ -147,7 +146,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if cfg.Registry == nil {
-		cfg.Registry = prometheus.NewRegistry()
+		cfg.Registry = prom.NewRegistry()
 	}
 	pages, err := templates.HTML()
 	if err != nil {
@@ -159,10 +158,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, proxies: trusted, svc: cfg.Service, pages: pages, log: cfg.Logger,
 		origin: u.Scheme + "://" + u.Host, secure: u.Scheme == "https", jwksETag: jwksETag(cfg.JWKS)}
-	s.http = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "countersign_http_request_duration_seconds", Help: "HTTP requests by method, route pattern and response code.",
-		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 31},
-	}, []string{"method", "route", "code"})
+	s.http = prom.NewHistogramVec("countersign_http_request_duration_seconds", "HTTP requests by method, route pattern and response code.",
+		[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 31}, "method", "route", "code")
 	tp := cfg.Tracer
 	if tp == nil {
 		tp = noop.NewTracerProvider()
@@ -193,7 +190,7 @@ func (s *Server) routes() {
 	app.Use(s.observe, s.gate, s.recoverPanic, s.deadline)
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/readyz", s.ready)
-	app.Get("/metrics", bridge(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}), 0))
+	app.Get("/metrics", bridge(s.cfg.Registry, 0))
 	app.Get("/static/countersign.css", s.stylesheet)
 	app.Get("/static/countersign.js", s.script)
 	app.Get("/.well-known/jwks.json", s.jwks)

@@ -15,7 +15,6 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/net/html"
-	"golang.org/x/text/encoding/htmlindex"
 
 	"github.com/countersign/countersign/approval"
 )
@@ -214,7 +213,7 @@ func shownAttachment(i int, a Attachment) (approval.Field, bool) {
 	if _, params, err := mime.ParseMediaType(a.ContentType); err == nil && ok {
 		// Decoded by the declared charset, as the recipient's program does.
 		if cs := params["charset"]; cs != "" && cs != "utf-8" && cs != "us-ascii" && !strings.HasPrefix(cs, "utf-16") {
-			if enc, err := htmlindex.Get(cs); err == nil {
+			if enc := legacyCharset(cs); enc != nil {
 				if d, err := enc.NewDecoder().Bytes(data); err == nil {
 					text = string(d)
 				}
@@ -300,17 +299,11 @@ func unescapePDFName(s string) string {
 // knownCharset reports whether cs is a charset whose bytes every mail
 // program and this preview decode alike.
 func knownCharset(cs string) bool {
-	switch {
-	case cs == "utf-8", cs == "us-ascii", cs == "utf-16", cs == "utf-16le", cs == "utf-16be":
+	switch cs {
+	case "utf-8", "us-ascii", "utf-16", "utf-16le", "utf-16be":
 		return true
-	case strings.HasPrefix(cs, "iso-8859-") && len(cs) <= len("iso-8859-15"):
-		_, err := htmlindex.Get(cs)
-		return err == nil
-	case strings.HasPrefix(cs, "windows-125") && len(cs) == len("windows-1252"):
-		_, err := htmlindex.Get(cs)
-		return err == nil
 	}
-	return false
+	return legacyCharset(cs) != nil
 }
 
 // gunzipBounded decompresses at most 1 MiB of a gzip file (what is past

@@ -18,11 +18,10 @@ import (
 	"github.com/countersign/countersign/approval"
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/config"
+	"github.com/countersign/countersign/internal/prom"
 	"github.com/countersign/countersign/internal/telemetry"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/web"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"go.opentelemetry.io/otel/trace"
@@ -197,8 +196,8 @@ func (m *Main) Open(ctx context.Context) error {
 	if err := m.openTelemetry(ctx); err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := prom.NewRegistry()
+	reg.MustRegister(prom.GoCollector(), prom.ProcessCollector())
 	metrics, err := telemetry.NewMetrics(reg, buildVersion())
 	if err != nil {
 		return err

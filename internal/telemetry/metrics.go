@@ -12,22 +12,23 @@ import (
 	"runtime/debug"
 
 	"github.com/countersign/countersign/approval"
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/countersign/countersign/internal/prom"
 )
 
 // Metrics are the application metrics of countersign serve.
 type Metrics struct {
-	events        *prometheus.CounterVec
-	operations    *prometheus.CounterVec
-	decisions     *prometheus.CounterVec
-	decisionTime  *prometheus.HistogramVec
-	notifications *prometheus.CounterVec
-	notifyTime    *prometheus.HistogramVec
-	executions    *prometheus.CounterVec
-	executionTime *prometheus.HistogramVec
-	redisErrors   *prometheus.CounterVec
-	callbacks     *prometheus.CounterVec
-	decodeErrors  prometheus.Counter
+	events        *prom.CounterVec
+	operations    *prom.CounterVec
+	decisions     *prom.CounterVec
+	decisionTime  *prom.HistogramVec
+	notifications *prom.CounterVec
+	notifyTime    *prom.HistogramVec
+	executions    *prom.CounterVec
+	executionTime *prom.HistogramVec
+	redisErrors   *prom.CounterVec
+	callbacks     *prom.CounterVec
+	decodeErrors  *prom.Counter
+	decodeVec     *prom.CounterVec
 }
 
 // Buckets of the decision latency: humans take seconds to days.
@@ -38,64 +39,49 @@ var remoteBuckets = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60
 
 // NewMetrics registers the application metrics on reg, with
 // countersign_build_info set from the binary's build information.
-func NewMetrics(reg prometheus.Registerer, version string) (*Metrics, error) {
+func NewMetrics(reg *prom.Registry, version string) (*Metrics, error) {
 	m := &Metrics{
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "countersign_events_total",
-			Help: "Audit events, by event name and the operation status after the event.",
-		}, []string{"event", "status"}),
-		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "countersign_operations_total",
-			Help: "Operations that entered a status, by action and status.",
-		}, []string{"action", "status"}),
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "countersign_decisions_total",
-			Help: "Approvers' decisions, by channel (email, slack, console, teams, …) and outcome (approve, reject).",
-		}, []string{"channel", "outcome"}),
-		decisionTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "countersign_decision_latency_seconds",
-			Help:    "Time from an operation's send to each approver's decision, by outcome (approve, reject).",
-			Buckets: decisionBuckets,
-		}, []string{"outcome"}),
-		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "countersign_notifications_total",
-			Help: "Notification attempts, by channel and outcome (delivered, failed); failed attempts are retried.",
-		}, []string{"channel", "outcome"}),
-		notifyTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "countersign_notification_duration_seconds",
-			Help:    "Time one notification attempt took, by channel.",
-			Buckets: remoteBuckets,
-		}, []string{"channel"}),
-		executions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "countersign_executions_total",
-			Help: "Executions of approved operations, by action and outcome (succeeded, or the error code).",
-		}, []string{"action", "outcome"}),
-		executionTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "countersign_execution_duration_seconds",
-			Help:    "Time an action's execution took, by action and outcome.",
-			Buckets: remoteBuckets,
-		}, []string{"action", "outcome"}),
-		redisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "countersign_redis_errors_total",
-			Help: "Redis commands that failed (not counting a missing key or an expected reply), by command.",
-		}, []string{"command"}),
-		callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "countersign_status_webhooks_total",
-			Help: "Status webhook (callback_url) attempts, by outcome (delivered, failed); failed attempts are retried.",
-		}, []string{"outcome"}),
-		decodeErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "countersign_store_decode_errors_total",
-			Help: "Stored operations that could not be read (logged with their key); each read of one counts.",
-		}),
+		events: prom.NewCounterVec("countersign_events_total",
+			"Audit events, by event name and the operation status after the event.",
+			"event", "status"),
+		operations: prom.NewCounterVec("countersign_operations_total",
+			"Operations that entered a status, by action and status.",
+			"action", "status"),
+		decisions: prom.NewCounterVec("countersign_decisions_total",
+			"Approvers' decisions, by channel (email, slack, console, teams, …) and outcome (approve, reject).",
+			"channel", "outcome"),
+		decisionTime: prom.NewHistogramVec("countersign_decision_latency_seconds",
+			"Time from an operation's send to each approver's decision, by outcome (approve, reject).",
+			decisionBuckets, "outcome"),
+		notifications: prom.NewCounterVec("countersign_notifications_total",
+			"Notification attempts, by channel and outcome (delivered, failed); failed attempts are retried.",
+			"channel", "outcome"),
+		notifyTime: prom.NewHistogramVec("countersign_notification_duration_seconds",
+			"Time one notification attempt took, by channel.",
+			remoteBuckets, "channel"),
+		executions: prom.NewCounterVec("countersign_executions_total",
+			"Executions of approved operations, by action and outcome (succeeded, or the error code).",
+			"action", "outcome"),
+		executionTime: prom.NewHistogramVec("countersign_execution_duration_seconds",
+			"Time an action's execution took, by action and outcome.",
+			remoteBuckets, "action", "outcome"),
+		redisErrors: prom.NewCounterVec("countersign_redis_errors_total",
+			"Redis commands that failed (not counting a missing key or an expected reply), by command.",
+			"command"),
+		callbacks: prom.NewCounterVec("countersign_status_webhooks_total",
+			"Status webhook (callback_url) attempts, by outcome (delivered, failed); failed attempts are retried.",
+			"outcome"),
+		decodeVec: prom.NewCounterVec("countersign_store_decode_errors_total",
+			"Stored operations that could not be read (logged with their key); each read of one counts."),
 	}
-	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "countersign_build_info",
-		Help: "Always 1; its labels say which build is running.",
-	}, []string{"version", "revision", "goversion"})
+	m.decodeErrors = m.decodeVec.WithLabelValues() // served as 0 from the start
+	build := prom.NewGaugeVec("countersign_build_info",
+		"Always 1; its labels say which build is running.",
+		"version", "revision", "goversion")
 	rev, gov := buildFacts()
 	build.WithLabelValues(version, rev, gov).Set(1)
-	for _, c := range []prometheus.Collector{m.events, m.operations, m.decisions, m.decisionTime, m.notifications,
-		m.notifyTime, m.executions, m.executionTime, m.redisErrors, m.callbacks, m.decodeErrors, build} {
+	for _, c := range []prom.Collector{m.events, m.operations, m.decisions, m.decisionTime, m.notifications,
+		m.notifyTime, m.executions, m.executionTime, m.redisErrors, m.callbacks, m.decodeVec, build} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -27,6 +27,9 @@ type ShownField struct {
 	// Item is the bulk item the field belongs to (from 1), 0 for the
 	// operation's own fields.
 	Item int
+	// Technical: the exact protocol detail behind words shown elsewhere
+	// (Field.Technical).
+	Technical bool
 }
 
 // Size says how long a value is, in words people use: "3 lines, 120 characters".
@@ -171,7 +174,7 @@ func (r *renderer) preview(m *Message, p Preview) {
 		if where == "" {
 			where = f.Name
 		}
-		sf := ShownField{Name: f.Name, Label: label, Long: f.Long, Format: f.Format, Item: f.Item,
+		sf := ShownField{Name: f.Name, Label: label, Long: f.Long, Format: f.Format, Item: f.Item, Technical: f.Technical,
 			Bytes: len(f.Value), Chars: utf8.RuneCountInString(f.Value), Lines: lineCount(f.Value)}
 		if f.Long {
 			sf.Value = r.block(where, f.Value)

@@ -410,36 +410,56 @@ func checkScript(words []string) error {
 	return nil
 }
 
-// checkCurl: the URL is an endpoint of web/openapi.json (or /mcp) with
-// the method used, and a JSON body is JSON.
-func checkCurl(cmd string) error {
-	words, err := shellWords(cmd, map[string]string{"API": "http://127.0.0.1:8080/v1", "K": "devkey", "OP": "op_x"})
+// curlRequest is a documented curl line as a request.
+type curlRequest struct {
+	method, url, body string
+	headers           map[string]string
+}
+
+// parseCurl reads the curl flags the docs use; env resolves $VAR.
+func parseCurl(cmd string, env map[string]string) (curlRequest, error) {
+	words, err := shellWords(cmd, env)
 	if err != nil {
-		return err
+		return curlRequest{}, err
 	}
-	method, url, body := "", "", ""
+	r := curlRequest{headers: map[string]string{}}
 	for i := 1; i < len(words); i++ {
 		switch w := words[i]; w {
 		case "-s":
 		case "-X":
-			method, i = words[i+1], i+1
-		case "-H", "-o":
+			r.method, i = words[i+1], i+1
+		case "-H":
+			k, v, _ := strings.Cut(words[i+1], ":")
+			r.headers[k] = strings.TrimSpace(v)
+			i++
+		case "-o":
 			i++
 		case "-d", "--data":
-			body, i = words[i+1], i+1
+			r.body, i = words[i+1], i+1
 		default:
 			if strings.HasPrefix(w, "-") {
-				return fmt.Errorf("curl flag %s: not checked here", w)
+				return r, fmt.Errorf("curl flag %s: not checked here", w)
 			}
-			url = w
+			r.url = w
 		}
 	}
-	if method == "" {
-		method = "GET"
-		if body != "" {
-			method = "POST"
+	if r.method == "" {
+		r.method = "GET"
+		if r.body != "" {
+			r.method = "POST"
 		}
 	}
+	return r, nil
+}
+
+// checkCurl: the URL is an endpoint of web/openapi.json (or /mcp) with
+// the method used, and a JSON body is JSON.
+func checkCurl(cmd string) error {
+	r, err := parseCurl(cmd, map[string]string{"API": "http://127.0.0.1:8080/v1", "K": "devkey", "OP": "op_x"})
+	if err != nil {
+		return err
+	}
+	method, url, body := r.method, r.url, r.body
 	if body != "" && !json.Valid([]byte(body)) {
 		return fmt.Errorf("the body is not JSON: %s", body)
 	}

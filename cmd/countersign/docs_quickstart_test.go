@@ -4,10 +4,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/countersign/countersign/mcpserver"
 )
 
 // TestREADMEQuickstartRunsAsWritten runs the README's first walk-through
@@ -187,4 +191,32 @@ func normalizeNotice(s string) string {
 		s = regexp.MustCompile(r.re).ReplaceAllString(s, r.to)
 	}
 	return s
+}
+
+// TestREADMEListsEveryTool: the README's list of MCP tools is the list a
+// service with every action configured serves (mcpserver.ToolNames), and
+// the number it spells out is their number (issue 24, point 9: the counts
+// once differed).
+func TestREADMEListsEveryTool(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	must(t, err)
+	m := regexp.MustCompile(`(?s)Tools \((\w+) where every action is configured;.*?\): (.*?) — none of them approves`).FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("README.md no longer lists the tools as \"Tools (N where every action is configured; …): `a`, `b` — none of them approves\"")
+	}
+	var listed []string
+	for _, n := range regexp.MustCompile("`([a-z_]+)`").FindAllSubmatch(m[2], -1) {
+		listed = append(listed, string(n[1]))
+	}
+	want := slices.Clone(mcpserver.ToolNames)
+	slices.Sort(listed)
+	slices.Sort(want)
+	if !slices.Equal(listed, want) {
+		t.Errorf("README.md lists the tools %v; the service serves %v", listed, want)
+	}
+	words := []string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+		"thirteen", "fourteen", "fifteen"}
+	if n := len(want); n >= len(words) || string(m[1]) != words[n] {
+		t.Errorf("README.md says %q tools; the service serves %d", m[1], n)
+	}
 }

@@ -692,7 +692,9 @@ func checkGoBlocks(t *testing.T, blocks []docBlock) {
 	if _, err := os.Stat(goimports); err != nil {
 		t.Fatalf("goimports is needed to compile the documented Go snippets: %v", err)
 	}
-	dir, err := os.MkdirTemp("testdata", "docsnippets-")
+	// Inside the module, so that a snippet imports its packages; "_" keeps
+	// it out of ./... should a run be cut short.
+	dir, err := os.MkdirTemp(".", "_docsnippets-")
 	must(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	var pkgs []string

@@ -541,6 +541,13 @@ func checkDocker(words []string) error {
 			if _, ok := compose.Services[words[j]]; !ok {
 				return fmt.Errorf("docker-compose.yml has no service %s", words[j])
 			}
+			if w == "run" && words[j] == "countersign" { // the image's entry point is countersign
+				rest := words[j+1:]
+				if k := slices.Index(rest, ">"); k >= 0 {
+					rest = rest[:k]
+				}
+				return checkCountersignArgs(append([]string{"countersign"}, rest...))
+			}
 			i = j
 		}
 	}

@@ -188,8 +188,20 @@ func (r *renderer) preview(m *Message, p Preview) {
 	}
 	m.Diff = r.changes("Changes", p.Diff)
 	for i, w := range p.Warnings {
+		if words, ok := tokenWords[w]; ok {
+			w = words
+		}
 		m.warn(p.Code(i), r.line("a warning", w))
 	}
+}
+
+// tokenWords spell out, for people, the warnings actions give as bare
+// tokens (their codes stay the tokens). "irreversible" stays itself:
+// every channel shows it as its own badge.
+var tokenWords = map[string]string{
+	"not_state_bound": "Not checked against the record's current state before it runs.",
+	"no_etag":         "A change made to the record in the very last instant before the write cannot be caught: the target does not say which version it holds.",
+	"diff_truncated":  "The list of changes is cut short: the body is shown whole instead.",
 }
 
 // warn adds a warning with its stable code.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -128,7 +129,7 @@ func TestFinishedPagesPromiseNoDecision(t *testing.T) {
 			inbox.mu.Lock()
 			inbox.links = nil
 			inbox.mu.Unlock()
-			key, token := sentLink(t, svc, agent, inbox, json.RawMessage(`{"target":"calendar","method":"PATCH","path":"/events/1","body":{"title":"Retro"}}`))
+			key, token := sendForLink(t, svc, agent, inbox, json.RawMessage(`{"target":"calendar","method":"PATCH","path":"/events/1","body":{"title":"Retro"}}`))
 			if html := page(token); !strings.Contains(html, "as it will be sent") || !strings.Contains(html, `id="decide"`) {
 				t.Fatal("the pending page does not read as one (the test no longer looks at the right words)")
 			}
@@ -147,4 +148,33 @@ func TestFinishedPagesPromiseNoDecision(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sendForLink prepares and sends an http.request and returns its key and
+// the token of the link its notice carried, waiting for the notice: with
+// workers running, it may go out from one of them rather than in Reconcile.
+func sendForLink(t *testing.T, svc *approval.Service, agent *approval.Principal, inbox *pageInbox, input json.RawMessage) (key, token string) {
+	t.Helper()
+	ctx := context.Background()
+	op, _, err := svc.Prepare(ctx, agent, approval.PrepareCall{Action: "http.request", Input: input})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Send(ctx, agent, op.Key); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Reconcile(ctx, op.Ref()); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		inbox.mu.Lock()
+		links := slices.Clone(inbox.links)
+		inbox.mu.Unlock()
+		if len(links) > 0 {
+			_, token, _ = strings.Cut(links[0], "/a/")
+			return op.Key, token
+		}
+	}
+	t.Fatal("no approval link was sent")
+	return "", ""
 }

@@ -63,13 +63,21 @@ type Undoer interface {
 	UndoInput(ctx context.Context, op *Operation) (action string, input json.RawMessage, err error)
 }
 
-// AlwaysIrreversible is implemented by actions every operation of which is
-// irreversible (email.send). Allowances approve such operations only on a
-// route that says allowances: allow, so an allowance for one is refused
-// when no route it could meet says so (it would be approved, then never
-// used).
-type AlwaysIrreversible interface {
-	AlwaysIrreversible() bool
+// IrreversibleOps is implemented by every action some of whose operations
+// are irreversible (they carry the warning "irreversible"): email.send
+// (all of them), http.request (POST and DELETE). Allowances approve such
+// operations only on a route that says allowances: allow, so an allowance
+// request is refused when every operation it covers is irreversible and no
+// route they could take says so (it would be approved, then never used),
+// and told, in its preview, which of its operations still go to a person
+// when only some are.
+type IrreversibleOps interface {
+	// Irreversible says which operations an allowance could cover are
+	// irreversible, given the values the allowance pins (attribute → the
+	// values it allows; an attribute absent is not pinned): all of them,
+	// or some, named in plain words ("POST and DELETE requests"), or none
+	// (false and "").
+	Irreversible(pinned map[string][]string) (all bool, some string)
 }
 
 // ScopeBaser is implemented by actions whose scopes are not named after

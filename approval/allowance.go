@@ -162,7 +162,8 @@ func (g grantAction) Prepare(_ context.Context, req PrepareRequest) (*Prepared, 
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	if err := g.s.checkHonoured(req.Principal, in); err != nil {
+	partly, err := g.s.checkHonoured(req.Principal, in)
+	if err != nil {
 		return nil, err
 	}
 	attrs := map[string]string{"action": GrantAction, "allowed_action": in.Action}
@@ -171,7 +172,12 @@ func (g grantAction) Prepare(_ context.Context, req PrepareRequest) (*Prepared, 
 		attrs["target"] = b.In[0]
 		scope += ":" + b.In[0]
 	}
-	return &Prepared{Input: in, Preview: allowancePreview(req.Principal.ID, in), Scope: scope, Attrs: attrs}, nil
+	pv := allowancePreview(req.Principal.ID, in)
+	if partly != "" {
+		pv.Summary += " " + partly
+		pv.Warnings = append(pv.Warnings, partly)
+	}
+	return &Prepared{Input: in, Preview: pv, Scope: scope, Attrs: attrs}, nil
 }
 
 func parseLimit(v json.RawMessage) (Limit, error) {

@@ -2,6 +2,9 @@ package approval_test
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -230,5 +233,79 @@ func TestSumOnlyAllowanceSaysItsCountIsUnbounded(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no warning that operations with n 0 are approved without limit: %q", op.Preview.Warnings)
+	}
+}
+
+// TestAllowanceNotHonouredIsRefused: an allowance every operation of
+// which would be irreversible is refused at once (policy_denied,
+// allowance_not_honoured, the routes named, nothing stored) when no route
+// those operations could take says allowances: allow, whatever the action;
+// accepted when one does; and when only some of its operations would be
+// irreversible, accepted with a preview that says those still go to a
+// person.
+func TestAllowanceNotHonouredIsRefused(t *testing.T) {
+	onlyIrreversible := `{"action":"test.effect","match":{"note":["irreversible"]},"budget":{"count":3},"ttl":"1h","reason":"r"}`
+	mixed := `{"action":"test.effect","budget":{"count":3},"ttl":"1h","reason":"r"}`
+	reversible := `{"action":"test.effect","match":{"note":["weekly"]},"budget":{"count":3},"ttl":"1h","reason":"r"}`
+	for _, tc := range []struct {
+		name    string
+		policy  func(*approval.Policy)
+		input   string
+		refused []string // the routes named, when refused
+		partly  bool     // accepted, saying some operations still go to a person
+	}{
+		{name: "no route allows", input: onlyIrreversible, refused: []string{"test"}},
+		{name: "the route allows", input: onlyIrreversible,
+			policy: func(p *approval.Policy) { p.Routes[0].Allowances = true }},
+		{name: "a route it cannot take allows", input: onlyIrreversible, refused: []string{"test"},
+			policy: func(p *approval.Policy) {
+				p.Routes = append([]approval.RouteRule{{Name: "weekly", Match: approval.Match{Action: "test.effect", Attrs: map[string]string{"note": "weekly"}},
+					ApproverIDs: []string{"grace"}, Required: 1, Notify: []string{"console"}, Allowances: true}}, p.Routes...)
+			}},
+		{name: "a route it may take allows", input: onlyIrreversible,
+			policy: func(p *approval.Policy) {
+				p.Routes = append([]approval.RouteRule{{Name: "big", Match: approval.Match{Action: "test.effect", Attrs: map[string]string{"n": "9"}},
+					ApproverIDs: []string{"grace"}, Required: 1, Notify: []string{"console"}, Allowances: true}}, p.Routes...)
+			}},
+		{name: "every route it may take is named", input: onlyIrreversible, refused: []string{"big", "test"},
+			policy: func(p *approval.Policy) {
+				p.Routes = append([]approval.RouteRule{{Name: "big", Match: approval.Match{Action: "test.effect", Attrs: map[string]string{"n": "9"}},
+					ApproverIDs: []string{"grace"}, Required: 1, Notify: []string{"console"}}}, p.Routes...)
+			}},
+		{name: "a route after one that takes them all is never reached", input: onlyIrreversible, refused: []string{"test"},
+			policy: func(p *approval.Policy) {
+				p.Routes = append(p.Routes, approval.RouteRule{Name: "later", Match: approval.Match{Action: "test.*"},
+					ApproverIDs: []string{"grace"}, Required: 1, Notify: []string{"console"}, Allowances: true})
+			}},
+		{name: "some irreversible", input: mixed, partly: true},
+		{name: "some irreversible, route allows", input: mixed,
+			policy: func(p *approval.Policy) { p.Routes[0].Allowances = true }},
+		{name: "none irreversible", input: reversible},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, opts{policy: tc.policy})
+			op, _, err := h.svc.RequestAllowance(bg, h.agent, json.RawMessage(tc.input), "")
+			if tc.refused != nil {
+				var e *approval.Error
+				if !errors.As(err, &e) || e.Code != approval.CodePolicyDenied || e.Details["rule"] != approval.RuleAllowanceNotHonoured {
+					t.Fatalf("got %v, want policy_denied allowance_not_honoured", err)
+				}
+				if got, want := fmt.Sprint(e.Details["routes"]), fmt.Sprint(tc.refused); got != want {
+					t.Errorf("routes %s, want %s", got, want)
+				}
+				if list, err := h.svc.List(bg, h.agent, ""); err != nil || len(list) != 0 {
+					t.Errorf("a refused allowance was stored: %v %v", list, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			said := strings.Contains(op.Preview.Summary, "still go to a person") &&
+				slices.ContainsFunc(op.Preview.Warnings, func(w string) bool { return strings.Contains(w, "never approves irreversible test effects") })
+			if said != tc.partly {
+				t.Errorf("preview says some go to a person: %v, want %v (%q %q)", said, tc.partly, op.Preview.Summary, op.Preview.Warnings)
+			}
+		})
 	}
 }

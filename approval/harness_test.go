@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -85,6 +86,19 @@ func (e *effect) Prepare(ctx context.Context, req approval.PrepareRequest) (*app
 	}
 	return &approval.Prepared{Input: in, Attrs: map[string]string{"n": itoa(in.N), "note": in.Note}, Preview: approval.Preview{Title: "Test effect", Summary: in.Note, Warnings: warnings,
 		Fields: []approval.Field{{Name: "n", Label: "N", Value: json.Number(itoa(in.N)).String()}}}}, nil
+}
+
+// Irreversible: a test effect whose note is "irreversible" is; an
+// allowance covers only such operations when it pins the note to that.
+func (e *effect) Irreversible(pinned map[string][]string) (bool, string) {
+	notes, ok := pinned["note"]
+	switch irr := slices.Contains(notes, "irreversible"); {
+	case ok && !irr:
+		return false, ""
+	case ok && len(notes) == 1:
+		return true, ""
+	}
+	return false, "irreversible test effects"
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
@@ -201,6 +215,8 @@ type opts struct {
 	callbacks approval.Callbacks
 	// execLease is the execution lease (default approval's).
 	execLease time.Duration
+	// policy adjusts the whole policy (after route).
+	policy func(*approval.Policy)
 }
 
 // pausable is the store with the executor's re-checks and lease renewals
@@ -262,6 +278,9 @@ func newHarnessOn(t testing.TB, rdb redis.UniversalClient, o opts) *harness {
 	}
 	if o.route != nil {
 		o.route(&policy.Routes[0])
+	}
+	if o.policy != nil {
+		o.policy(policy)
 	}
 	links := approval.RandomKeyring()
 	if o.share != nil {

@@ -76,6 +76,25 @@ func (m Message) OwnFields() []ShownField {
 	return out
 }
 
+// MainFields are the operation's own fields that say what it does, in
+// the action's order; TechnicalFields the protocol detail behind them
+// (Field.Technical), which a page shows last. Together they are
+// OwnFields.
+func (m Message) MainFields() []ShownField { return m.ownFields(false) }
+
+// TechnicalFields: see MainFields.
+func (m Message) TechnicalFields() []ShownField { return m.ownFields(true) }
+
+func (m Message) ownFields(technical bool) []ShownField {
+	var out []ShownField
+	for _, f := range m.OwnFields() {
+		if f.Technical == technical {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // OwnDiff are the diff rows of a single operation (none for a bulk).
 func (m Message) OwnDiff() []ShownChange {
 	var out []ShownChange

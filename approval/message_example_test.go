@@ -56,13 +56,13 @@ func ExampleBuildMessage() {
 	}
 	// Output:
 	// Send an email to x@evil.io
-	// From: "sam@corp.example"
 	// To: "\"ada@client.example ⟨U+202E⟩<moc.knab@oec>\" <x@evil.io>"
 	// Subject: "Q3 numbers ⟨U+202E⟩exe.fdp"
 	// Text: "Lunch on⟨U+200B⟩ Friday?\n"
 	// HTML part: "<p>Please wire <b>$50,000</b> to <a href=\"https://evil.example/pay\">our account</a>.</p>\n"
 	//   as read: "Please wire $50,000 to our account [1]."
 	//   link [1] our account -> https://evil.example/pay
+	// From: "sam@corp.example"
 	// ! irreversible
 	// ! Recipients outside corp.example: x@evil.io.
 	// ! A display name looks like an address; the mail goes to the address in angle brackets: "ada@client.example ⟨U+202E⟩<moc.knab@oec>" <x@evil.io>.

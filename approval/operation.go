@@ -187,6 +187,11 @@ type Field struct {
 	// (SPEC §10); 0 for a field of the operation itself. An item's first
 	// field is its heading.
 	Item int `json:"item,omitempty"`
+	// Technical marks the exact protocol detail behind something the
+	// preview already says in plain words (the If-Match header behind "only
+	// if the record has not changed since it was read"): shown to people
+	// after everything else, where a page may fold it.
+	Technical bool `json:"technical,omitempty"`
 }
 
 // FormatHTML marks a field whose value is an HTML document.

@@ -27,6 +27,9 @@ type ShownField struct {
 	// Item is the bulk item the field belongs to (from 1), 0 for the
 	// operation's own fields.
 	Item int
+	// Technical: the exact protocol detail behind words shown elsewhere
+	// (Field.Technical).
+	Technical bool
 }
 
 // Size says how long a value is, in words people use: "3 lines, 120 characters".
@@ -171,7 +174,7 @@ func (r *renderer) preview(m *Message, p Preview) {
 		if where == "" {
 			where = f.Name
 		}
-		sf := ShownField{Name: f.Name, Label: label, Long: f.Long, Format: f.Format, Item: f.Item,
+		sf := ShownField{Name: f.Name, Label: label, Long: f.Long, Format: f.Format, Item: f.Item, Technical: f.Technical,
 			Bytes: len(f.Value), Chars: utf8.RuneCountInString(f.Value), Lines: lineCount(f.Value)}
 		if f.Long {
 			sf.Value = r.block(where, f.Value)
@@ -185,8 +188,20 @@ func (r *renderer) preview(m *Message, p Preview) {
 	}
 	m.Diff = r.changes("Changes", p.Diff)
 	for i, w := range p.Warnings {
+		if words, ok := tokenWords[w]; ok {
+			w = words
+		}
 		m.warn(p.Code(i), r.line("a warning", w))
 	}
+}
+
+// tokenWords spell out, for people, the warnings actions give as bare
+// tokens (their codes stay the tokens). "irreversible" stays itself:
+// every channel shows it as its own badge.
+var tokenWords = map[string]string{
+	"not_state_bound": "Not checked against the record's current state before it runs.",
+	"no_etag":         "A change made to the record in the very last instant before the write cannot be caught: the target does not say which version it holds.",
+	"diff_truncated":  "The list of changes is cut short: the body is shown whole instead.",
 }
 
 // warn adds a warning with its stable code.

@@ -33,6 +33,10 @@ func TestAgentViewListsWhatHumansAreWarnedAbout(t *testing.T) {
 	if codes[1] != "no_etag" || codes[2] != approval.WarnNotice {
 		t.Errorf("derived codes %q", codes[1:3])
 	}
+	// People read a sentence, not the token (issue 24: no jargon).
+	if strings.Contains(w[1], "no_etag") || !strings.Contains(w[1], "cannot be caught") {
+		t.Errorf("the no_etag warning reads %q", w[1])
+	}
 	for _, want := range []string{approval.WarnHiddenCharacters, approval.WarnHTMLDiffers, approval.WarnLookalikeLink} {
 		if !slices.Contains(codes, want) {
 			t.Errorf("no %s in %q", want, codes)

@@ -64,7 +64,10 @@ type Action struct {
 	attach   attachLimits
 }
 
-var _ approval.Action = (*Action)(nil)
+var (
+	_ approval.Action          = (*Action)(nil)
+	_ approval.IrreversibleOps = (*Action)(nil)
+)
 
 // New returns the action sending through sender as from. It fails on an
 // allowed domain that is not a valid domain name, so a typo in the config
@@ -117,8 +120,9 @@ func New(sender mailer.Sender, from mail.Address, limits Limits) (*Action, error
 // Name returns "email.send".
 func (a *Action) Name() string { return Name }
 
-// AlwaysIrreversible: a sent email cannot be unsent.
-func (a *Action) AlwaysIrreversible() bool { return true }
+// Irreversible: a sent email cannot be unsent, so every operation an
+// allowance could cover is irreversible (approval.IrreversibleOps).
+func (a *Action) Irreversible(map[string][]string) (bool, string) { return true, "" }
 
 // Prepare validates and normalizes the agent's input and renders the
 // preview. Returns invalid_input listing every bad field (details.fields),

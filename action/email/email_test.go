@@ -370,7 +370,6 @@ func TestPreview(t *testing.T) {
 		t.Errorf("Summary = %q, want %q", got, want)
 	}
 	want := []approval.Field{
-		{Name: "from", Label: "From", Value: "Countersign <agent@corp.example>"},
 		{Name: "to", Label: "To", Value: "Ann Lee <ann@client.example>, b@corp.example"},
 		{Name: "cc", Label: "Cc", Value: `"Doe, Jane" <jane@xn--bcher-kva.example>`},
 		{Name: "bcc", Label: "Bcc", Value: "audit@corp.example"},
@@ -378,6 +377,7 @@ func TestPreview(t *testing.T) {
 		{Name: "subject", Label: "Subject", Value: "Quarterly report"},
 		{Name: "text", Label: "Text", Value: "Hi all\n", Long: true},
 		{Name: "html", Label: "HTML part", Value: "<p>Hi all</p>\n", Long: true, Format: approval.FormatHTML},
+		{Name: "from", Label: "From", Value: "Countersign <agent@corp.example>"},
 	}
 	if !reflect.DeepEqual(pv.Fields, want) {
 		t.Errorf("Fields\n got %+v\nwant %+v", pv.Fields, want)
@@ -405,7 +405,7 @@ func TestPreview(t *testing.T) {
 	for _, f := range p.Preview.Fields {
 		names = append(names, f.Name)
 	}
-	if got, want := strings.Join(names, ","), "from,to,subject,text"; got != want {
+	if got, want := strings.Join(names, ","), "to,subject,text,from"; got != want {
 		t.Errorf("fields = %q, want %q", got, want)
 	}
 	if got, want := p.Preview.Title, "Send an email to b@corp.example"; got != want {

@@ -30,7 +30,9 @@ func preview(in *Input) approval.Preview {
 	add := func(name, label, value string, long bool) {
 		p.Fields = append(p.Fields, approval.Field{Name: name, Label: label, Value: value, Long: long})
 	}
-	add("from", "From", in.From.String(), false)
+	// What the email says and to whom first (a phone's first screen);
+	// From, which the operator configured and the agent cannot choose,
+	// last.
 	if len(in.To) > 0 {
 		add("to", "To", join(in.To), false)
 	}
@@ -54,6 +56,7 @@ func preview(in *Input) approval.Preview {
 			p.Fields = append(p.Fields, f)
 		}
 	}
+	add("from", "From", in.From.String(), false)
 	for _, w := range warnings(in) {
 		p.Warn(w.code, w.msg)
 	}

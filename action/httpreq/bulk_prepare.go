@@ -209,14 +209,16 @@ func bulkPreview(t *target, r *Request, plans []*itemPlan, budget int) approval.
 	}
 	if len(unbound) > 0 {
 		pv.Warnings = append(pv.Warnings, "not_state_bound")
-		fmt.Fprintf(&s, " %s: not checked against the resource's current state before it runs.", itemList(unbound))
+		fmt.Fprintf(&s, " %s: not checked against the record's current state before it runs.", itemList(unbound))
 	}
 	if len(noETag) > 0 {
 		pv.Warnings = append(pv.Warnings, "no_etag")
-		fmt.Fprintf(&s, " %s: the target gives no ETag, so a change in the last instant cannot be refused by the target.", itemList(noETag))
+		fmt.Fprintf(&s, " %s: the target does not say which version it holds, so a change in the very last instant cannot be caught.", itemList(noETag))
 	}
 	if len(noETag)+len(unbound) < len(plans) {
-		s.WriteString(" The others are written with If-Match, so the target refuses a write to a resource that changed.")
+		s.WriteString(" The others are written only if their record has not changed since it was read: the target itself refuses the write otherwise.")
+		pv.Fields = append(pv.Fields, approval.Field{Name: "precondition", Label: "Sent only if unchanged",
+			Value: "each item whose target gave a version tag (ETag) when it was read is written with If-Match: that ETag, so the target refuses the write if the record has changed since", Technical: true})
 	}
 	if len(cut) > 0 {
 		pv.Warnings = append(pv.Warnings, "diff_truncated")

@@ -156,12 +156,18 @@ func (a *Action) preview(t *target, r *Request, pl plan, st *approval.StateBindi
 	switch {
 	case st == nil:
 		pv.Warnings = append(pv.Warnings, "not_state_bound")
-		pv.Summary += " It is not checked against the resource's current state before it runs."
+		pv.Summary += " It is not checked against the record's current state before it runs."
 	case st.ETag == "":
 		pv.Warnings = append(pv.Warnings, "no_etag")
-		pv.Summary += " It is checked against the state shown here right before it runs; the target gives no ETag, so a change in the last instant cannot be refused by the target."
+		pv.Summary += " It runs only if the record has not changed since it was read (checked again right before it runs); the target does not say which version it holds, so a change in the very last instant cannot be caught."
+		pv.Fields = append(pv.Fields, approval.Field{Name: "precondition", Label: "Sent only if unchanged",
+			Value:     "re-read and compared right before the write; sent without If-Match, because the target gave no ETag when the record was read",
+			Technical: true})
 	default:
-		pv.Summary += " It runs only if the resource is still as shown here (checked again, and If-Match " + st.ETag + ")."
+		pv.Summary += " It runs only if the record has not changed since it was read (checked again right before it runs, and by the target itself)."
+		pv.Fields = append(pv.Fields, approval.Field{Name: "precondition", Label: "Sent only if unchanged",
+			Value:     "If-Match: " + st.ETag + " (the version tag, ETag, the target gave when the record was read; the target refuses the write if the record has changed since)",
+			Technical: true})
 	}
 	if pl.truncated {
 		pv.Warnings = append(pv.Warnings, "diff_truncated")

@@ -3,13 +3,15 @@ package httpreq_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/countersign/countersign/internal/testing/testkit"
-	"github.com/klauspost/compress/zstd"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/countersign/countersign/internal/testing/testkit"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/countersign/countersign/action/httpreq"
 	"github.com/countersign/countersign/approval"
@@ -329,8 +331,11 @@ func TestStale_NoETagTarget_RereadStillProtects(t *testing.T) {
 func TestTOCTOU_NoETagTarget_WindowIsDisclosedInPreview(t *testing.T) {
 	e := newSvcEnv(t, false)
 	op := e.prepare(t, httpreq.Name, patchTitle)
-	if !strings.Contains(op.Preview.Summary, "no ETag") {
-		t.Fatalf("summary = %q, want the no-ETag limit stated", op.Preview.Summary)
+	if !strings.Contains(op.Preview.Summary, "a change in the very last instant cannot be caught") || !slices.Contains(op.Preview.Warnings, "no_etag") {
+		t.Fatalf("summary = %q, warnings %q: want the no-ETag limit stated", op.Preview.Summary, op.Preview.Warnings)
+	}
+	if f := op.Preview.Fields[len(op.Preview.Fields)-1]; !f.Technical || !strings.Contains(f.Value, "without If-Match") {
+		t.Fatalf("the technical detail is not kept: %+v", f)
 	}
 	link := e.send(t, op.Key)
 	e.approve(t, link)

@@ -179,11 +179,14 @@ func WrapActions(as []approval.Action, m *Metrics, tp trace.TracerProvider) []ap
 	return out
 }
 
-// AlwaysIrreversible forwards the wrapped action's answer (every wrapper
-// embeds *action, so each combination below has it).
-func (a *action) AlwaysIrreversible() bool {
-	ai, ok := a.next.(approval.AlwaysIrreversible)
-	return ok && ai.AlwaysIrreversible()
+// Irreversible forwards the wrapped action's answer (every wrapper embeds
+// *action, so each combination below has it); an action that does not
+// implement approval.IrreversibleOps has no irreversible operations.
+func (a *action) Irreversible(pinned map[string][]string) (bool, string) {
+	if io, ok := a.next.(approval.IrreversibleOps); ok {
+		return io.Irreversible(pinned)
+	}
+	return false, ""
 }
 
 // ScopeBase forwards the wrapped action's scope base ("" where the action's

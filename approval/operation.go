@@ -192,6 +192,12 @@ type Field struct {
 	// if the record has not changed since it was read"): shown to people
 	// after everything else, where a page may fold it.
 	Technical bool `json:"technical,omitempty"`
+	// Bounded marks a value the agent did not choose, whose shown size
+	// (escapes included) the action bounded itself: an upstream MCP
+	// server's words. The check that an agent's request cannot make its
+	// preview grow past a multiple of its size leaves it out. Kept only
+	// while preparing.
+	Bounded bool `json:"-"`
 }
 
 // FormatHTML marks a field whose value is an HTML document.

@@ -395,6 +395,9 @@ func checkEscapeGrowth(p Preview, request int) error {
 	add(p.Title, false)
 	add(p.Summary, false)
 	for _, f := range p.Fields {
+		if f.Bounded {
+			continue
+		}
 		add(f.Label, false)
 		add(f.Value, f.Long)
 		if growth > limit {

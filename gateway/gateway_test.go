@@ -34,13 +34,14 @@ func (notifier) Notify(context.Context, approval.Notice) (map[string]string, err
 
 // newFixture is a service with mcp.call over a real pool of one hostile
 // upstream, notes (read_note and flood pass, pid hidden), on a real store.
-func newFixture(t *testing.T, passRate int) *fixture {
+func newFixture(t *testing.T, passRate int) (*fixture, string) {
 	t.Helper()
 	d := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(d, "hello"), []byte("hello there"), 0o600))
 	log := filepath.Join(d, "calls.jsonl")
 	pool := upstream.New([]upstream.Spec{{Name: "notes", Command: []string{mcpupstream.Build(t), "-dir", d, "-log", log},
-		Pass: []string{"read_note", "flood"}, Hide: []string{"pid"}, PassRate: passRate, MaxResultBytes: 32 << 10,
+		Pass: []string{"read_note", "flood"}, Hide: []string{"pid"}, PassRate: passRate, MaxResultBytes: 1 << 20,
+		State: map[string]upstream.StateRead{"write_note": {Tool: "read_note", Args: map[string]string{"name": "{name}"}, Diff: "text"}},
 		Timeout: 5 * time.Second}}, upstream.Options{})
 	pool.Start(context.Background())
 	t.Cleanup(func() { _ = pool.Close() })
@@ -61,7 +62,7 @@ func newFixture(t *testing.T, passRate int) *fixture {
 		PublicURL: "http://countersign.test", OnEvent: []func(approval.Event){func(ev approval.Event) { events = append(events, ev) }},
 	})
 	must(t, err)
-	return &fixture{gw: gateway.New(svc, pool), svc: svc, events: &events, log: log}
+	return &fixture{gw: gateway.New(svc, pool), svc: svc, events: &events, log: log}, d
 }
 
 func must(t testing.TB, err error) {
@@ -83,7 +84,7 @@ func names(f *fixture, scopes ...string) []string {
 // A principal sees the tools its scopes name, and no hidden one, nor one
 // whose name cannot be offered.
 func TestToolsFollowTheScopes(t *testing.T) {
-	f := newFixture(t, 0)
+	f, _ := newFixture(t, 0)
 	all := names(f, "mcp:notes")
 	for _, want := range []string{"notes__read_note", "notes__write_note", "notes__send_operation"} {
 		if !slices.Contains(all, want) {
@@ -115,7 +116,7 @@ func code(err error) approval.Code {
 }
 
 func TestCallRefuses(t *testing.T) {
-	f := newFixture(t, 0)
+	f, _ := newFixture(t, 0)
 	p := &approval.Principal{ID: "p", Scopes: []string{"mcp:notes/read_note"}}
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -137,7 +138,7 @@ func TestCallRefuses(t *testing.T) {
 // A pass call runs at once, is audited as passed (no operation), and is
 // bounded by pass_rate and max_result_bytes.
 func TestPassIsAuditedRateLimitedAndBounded(t *testing.T) {
-	f := newFixture(t, 3)
+	f, _ := newFixture(t, 3)
 	p := &approval.Principal{ID: "p", Scopes: []string{"mcp:notes"}}
 	ctx := context.Background()
 	o, err := f.gw.Call(ctx, p, "notes__read_note", json.RawMessage(`{"name":"hello"}`))
@@ -155,7 +156,7 @@ func TestPassIsAuditedRateLimitedAndBounded(t *testing.T) {
 		passed[0].Details["upstream"] != "notes" || len(passed[0].Details["arguments_sha256"].(string)) != 64 || passed[0].Outcome != "ok" {
 		t.Fatalf("passed events: %+v", passed)
 	}
-	if _, err := f.gw.Call(ctx, p, "notes__flood", json.RawMessage(`{"kib":64}`)); code(err) != approval.CodePolicyDenied {
+	if _, err := f.gw.Call(ctx, p, "notes__flood", json.RawMessage(`{"kib":1100}`)); code(err) != approval.CodePolicyDenied {
 		t.Fatalf("a result over max_result_bytes: %v", err)
 	}
 	_, err = f.gw.Call(ctx, p, "notes__read_note", json.RawMessage(`{"name":"hello"}`)) // the third
@@ -172,5 +173,20 @@ func TestPassIsAuditedRateLimitedAndBounded(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(f.log); len(b) != 0 {
 		t.Fatalf("a guarded call reached the upstream before approval: %s", b)
+	}
+}
+
+// A small call against a large state that is all escapes (what the
+// upstream's read returns is the upstream's choice) is still stored: the
+// preview keeps a bounded part of the read, and the binding only its
+// digest (guarantee 10: stored bytes stay within 4 × request + 64 KiB).
+func TestSmallCallAgainstLargeStateIsStored(t *testing.T) {
+	f, dir := newFixture(t, 0)
+	must(t, os.WriteFile(filepath.Join(dir, "big"), []byte(strings.Repeat("\x01\u202e\n", 60_000)), 0o600))
+	p := &approval.Principal{ID: "p", Scopes: []string{"mcp:notes"}}
+	o, err := f.gw.Call(context.Background(), p, "notes__write_note", json.RawMessage(`{"name":"big","text":"x"}`))
+	must(t, err)
+	if o.Operation == nil || o.Operation.Status != approval.StatusPending {
+		t.Fatalf("outcome: %+v", o)
 	}
 }

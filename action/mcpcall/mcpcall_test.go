@@ -12,6 +12,7 @@ import (
 
 	"github.com/countersign/countersign/action/mcpcall"
 	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/approval/safetext"
 	"github.com/countersign/countersign/internal/testing/mcpupstream"
 	"github.com/countersign/countersign/upstream"
 )
@@ -263,5 +264,31 @@ func TestExecuteOutcomes(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(n.log); len(b) != 0 {
 		t.Fatalf("a changed tool was called: %s", b)
+	}
+}
+
+// What a server says costs a fixed amount to show, whatever it is made
+// of: a description and a state made of invisible characters are cut by
+// their shown size (every one becomes a visible escape), and a small call
+// is not refused for what the server said.
+func TestServerTextIsBoundedAsShown(t *testing.T) {
+	desc := strings.Repeat("\u202e\u200b", 2000)
+	def, _ := json.Marshal([]map[string]any{{"name": "write_note", "description": desc, "inputSchema": map[string]any{"type": "object"}}})
+	n := startNotes(t, string(def), func(s *upstream.Spec) {
+		s.State = map[string]upstream.StateRead{"write_note": {Tool: "read_note", Args: map[string]string{"name": "{name}"}, Diff: "text"}}
+	})
+	must(t, os.WriteFile(filepath.Join(n.dir, "big"), []byte(strings.Repeat("\x01\u202e\n", 50_000)), 0o600))
+	p, err := prepare(t, mcpcall.New(n.pool), `{"upstream":"notes","tool":"write_note","arguments":{"name":"big","text":"x"}}`)
+	must(t, err)
+	total := 0
+	for _, f := range p.Preview.Fields {
+		out, _ := safetext.Escape(f.Value, true)
+		total += len(out)
+		if f.Bounded && len(out) > 25<<10 {
+			t.Errorf("%s is %d bytes as shown", f.Name, len(out))
+		}
+	}
+	if total > 64<<10 {
+		t.Errorf("the preview is %d bytes as shown for a call of 60 bytes", total)
 	}
 }

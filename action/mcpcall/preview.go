@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/countersign/countersign/approval"
+	"github.com/countersign/countersign/approval/safetext"
 	"github.com/countersign/countersign/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -36,11 +37,11 @@ func preview(in Input, tool upstream.Tool, args map[string]any, read *stateRead)
 	}
 	def := tool.Def
 	if def != nil && def.Title != "" {
-		p.Fields = append(p.Fields, approval.Field{Name: "tool.title", Label: "The server's title for the tool", Value: cut(def.Title, maxArgAbout)})
+		p.Fields = append(p.Fields, approval.Field{Name: "tool.title", Label: "The server's title for the tool", Value: cut(def.Title, maxArgAbout), Bounded: true})
 	}
 	if def != nil && def.Description != "" {
 		p.Fields = append(p.Fields, approval.Field{Name: "tool.description", Label: "What the server says the tool does (its words, not countersign's)",
-			Value: cut(def.Description, maxDescription), Long: true})
+			Value: cut(def.Description, maxDescription), Long: true, Bounded: true})
 	}
 	props := schemaProps(def)
 	var about []string
@@ -62,7 +63,7 @@ func preview(in Input, tool upstream.Tool, args map[string]any, read *stateRead)
 	}
 	if len(about) > 0 {
 		p.Fields = append(p.Fields, approval.Field{Name: "args.about", Label: "What the server says the arguments mean (its words)",
-			Value: strings.Join(about, "\n"), Long: true})
+			Value: cut(strings.Join(about, "\n"), maxDescription), Long: true, Bounded: true})
 	}
 	if read != nil {
 		read.show(&p, args)
@@ -127,12 +128,30 @@ func checkArgs(tool upstream.Tool, args map[string]any) error {
 	return fe.Err()
 }
 
-// cut bounds foreign text at n bytes, saying so.
+// cut bounds foreign text so that it takes at most n bytes as people are
+// shown it, every hidden character as its escape (safetext), saying so
+// when it cuts: what a server says costs a fixed amount to show in every
+// channel, whatever it is made of.
 func cut(s string, n int) string {
-	if len(s) <= n {
+	if shown(s) <= n {
 		return s
 	}
-	return strings.ToValidUTF8(s[:n], "") + fmt.Sprintf("… (cut: %d bytes in all)", len(s))
+	lo, hi := 0, min(len(s), n) // the longest head whose escaped form fits
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if shown(strings.ToValidUTF8(s[:mid], "")) <= n {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return strings.ToValidUTF8(s[:lo], "") + fmt.Sprintf("… (cut: %d bytes in all)", len(s))
+}
+
+// shown is the size of s as people are shown it.
+func shown(s string) int {
+	out, _ := safetext.Escape(s, true)
+	return len(out)
 }
 
 func oneLine(s string) string {

@@ -62,10 +62,11 @@ func (a *Action) readState(ctx context.Context, in Input, sr upstream.StateRead,
 }
 
 // binding is the state binding the operation stores: the digest of the
-// whole read, and its head for people.
+// whole read and its size. What it said is in the preview already; a copy
+// here would only add to what a small request makes countersign store
+// (guarantee 10).
 func (r *stateRead) binding() *approval.StateBinding {
-	snap, _ := json.Marshal(map[string]any{"tool": r.tool, "is_error": r.res.IsError, "bytes": r.res.Bytes,
-		"sha256": r.res.SHA256, "text": cut(r.res.Text, maxStateShown)})
+	snap, _ := json.Marshal(map[string]any{"tool": r.tool, "is_error": r.res.IsError, "bytes": r.res.Bytes, "sha256": r.res.SHA256})
 	return &approval.StateBinding{Hash: r.hash, Snapshot: snap}
 }
 
@@ -89,7 +90,7 @@ func (r *stateRead) show(p *approval.Preview, args map[string]any) {
 	if now == "" {
 		now = "(nothing)"
 	}
-	p.Fields = append(p.Fields, approval.Field{Name: "state.now", Label: label, Value: cut(now, maxStateShown), Long: true})
+	p.Fields = append(p.Fields, approval.Field{Name: "state.now", Label: label, Value: cut(now, maxStateShown), Long: true, Bounded: true})
 	p.Summary += " It is bound to what " + r.tool + " returns now: if that changes before the call, nothing is called."
 	if r.diff == "" {
 		return
@@ -114,6 +115,8 @@ func (r *stateRead) show(p *approval.Preview, args map[string]any) {
 		}
 		value = cut(d, maxDiffShown)
 	}
+	// The diff holds the argument's lines too: they are the agent's, and
+	// count against its request as the argument's own field does.
 	p.Fields = append(p.Fields, approval.Field{Name: "state.diff", Label: "Line changes to " + r.diff + ": - now, + after the call",
-		Value: value, Long: true})
+		Value: value, Long: true, Bounded: true})
 }

@@ -41,7 +41,7 @@ func newFixture(t *testing.T, passRate int) (*fixture, string) {
 	log := filepath.Join(d, "calls.jsonl")
 	pool := upstream.New([]upstream.Spec{{Name: "notes", Command: []string{mcpupstream.Build(t), "-dir", d, "-log", log},
 		Pass: []string{"read_note", "flood"}, Hide: []string{"pid"}, PassRate: passRate, MaxResultBytes: 1 << 20,
-		State: map[string]upstream.StateRead{"write_note": {Tool: "read_note", Args: map[string]string{"name": "{name}"}, Diff: "text"}},
+		State:   map[string]upstream.StateRead{"write_note": {Tool: "read_note", Args: map[string]string{"name": "{name}"}, Diff: "text"}},
 		Timeout: 5 * time.Second}}, upstream.Options{})
 	pool.Start(context.Background())
 	t.Cleanup(func() { _ = pool.Close() })

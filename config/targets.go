@@ -117,15 +117,7 @@ var (
 func (f *File) validateTargets(bad func(string, ...any)) {
 	seen := map[string]bool{}
 	for i, t := range f.Targets {
-		name := t.Name
-		if !idPattern.MatchString(t.Name) {
-			bad("targets[%d]: name %q must be lowercase letters, digits, '_', '.', '-'", i, t.Name)
-			name = fmt.Sprintf("targets[%d]", i)
-		}
-		if seen[t.Name] {
-			bad("targets[%d]: duplicate name %q", i, t.Name)
-		}
-		seen[t.Name] = true
+		name := namedEntry(bad, "targets", i, t.Name, idPattern, "lowercase letters, digits, '_', '.', '-'", seen)
 		u, err := url.Parse(t.BaseURL)
 		switch {
 		case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
@@ -255,4 +247,21 @@ func checkHeaders(at string, headers map[string]string, reserved []string, bad f
 			bad("%s: header %s has a line break", at, k)
 		}
 	}
+}
+
+// namedEntry checks the name of entry i of a named list (targets,
+// upstreams): its pattern (rule says it in words) and that it is unique.
+// It returns what messages call the entry: its name, or list[i] when the
+// name is not valid.
+func namedEntry(bad func(string, ...any), list string, i int, name string, pattern *regexp.Regexp, rule string, seen map[string]bool) string {
+	at := name
+	if !pattern.MatchString(name) {
+		bad("%s[%d]: name %q must be %s", list, i, name, rule)
+		at = fmt.Sprintf("%s[%d]", list, i)
+	}
+	if seen[name] {
+		bad("%s[%d]: duplicate name %q", list, i, name)
+	}
+	seen[name] = true
+	return at
 }

@@ -151,15 +151,8 @@ func (f *File) checkMCPScope(s string) (handled bool, err error) {
 func (f *File) validateUpstreams(bad func(string, ...any)) {
 	seen := map[string]bool{}
 	for i, u := range f.Upstreams {
-		name := u.Name
-		if !upstreamName.MatchString(u.Name) {
-			bad("upstreams[%d]: name %q must be 1-32 lowercase letters, digits and '-' (no '_': tools are offered as NAME__TOOL)", i, u.Name)
-			name = fmt.Sprintf("upstreams[%d]", i)
-		}
-		if seen[u.Name] {
-			bad("upstreams[%d]: duplicate name %q", i, u.Name)
-		}
-		seen[u.Name] = true
+		name := namedEntry(bad, "upstreams", i, u.Name, upstreamName,
+			"1-32 lowercase letters, digits and '-' (no '_': tools are offered as NAME__TOOL)", seen)
 		at := "upstream " + name
 		u.validateTransport(at, bad)
 		u.validateTools(at, bad)
